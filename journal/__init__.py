@@ -1,0 +1,26 @@
+"""mqstore's journal: append-only, CRC-framed segments with group commit and log recovery.
+
+The package stores typed, opaque records and knows where they are; it never interprets them.
+Public API: ``Journal``, ``JournalOptions``, ``Ticket``, ``Record``, ``Location``, the file-system
+seam (``FileSystem``, ``OsFileSystem``, ``SimulatedFileSystem``) and the error hierarchy.
+"""
+
+from journal.compaction import CompactionReport
+from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
+                            JournalClosedError, JournalError, JournalFailedError,
+                            JournalIOError, MqStoreError, ReadOnlyError, RecordTooLargeError)
+from journal.fs import FileSystem, OsFileSystem
+from journal.journal import Journal, JournalOptions, JournalStatistics
+from journal.opening import OpenReport, SkippedRange
+from journal.records import Record, unpack_payload
+from journal.segment import Location
+from journal.simfs import SimulatedFileSystem
+from journal.tickets import Ticket
+
+__all__ = [
+    "CompactionReport", "CorruptJournalError", "DirectoryLockedError", "FileSystem",
+    "InvalidRecordError", "Journal", "JournalClosedError", "JournalError", "JournalFailedError",
+    "JournalIOError", "JournalOptions", "JournalStatistics", "Location", "MqStoreError",
+    "OpenReport", "OsFileSystem", "ReadOnlyError", "Record", "RecordTooLargeError",
+    "SimulatedFileSystem", "SkippedRange", "Ticket", "unpack_payload",
+]

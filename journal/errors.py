@@ -1,0 +1,124 @@
+"""The one exception hierarchy of mqstore.
+
+Every error that mqstore raises on purpose derives from :class:`MqStoreError`. The journal is the
+lowest layer, so the root lives here and the upper packages (``recovery``, ``engine``, ``tools``)
+subclass it. Errors carry the fields a caller needs (path, offset, queue name...) as attributes,
+and their message ends with a hint where one exists. ``OSError`` is wrapped at the file-system
+boundary with ``raise ... from exc``.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class MqStoreError(Exception):
+    """Root of every error mqstore raises on purpose.
+
+    Args:
+        message: what went wrong, in one sentence.
+        hint: what the caller can do about it, or ``None``.
+    """
+
+    def __init__(self, message: str, hint: Optional[str] = None) -> None:
+        self.hint = hint
+        super().__init__(f"{message} (hint: {hint})" if hint else message)
+
+
+class JournalError(MqStoreError):
+    """Any error of the journal package."""
+
+
+class JournalIOError(JournalError):
+    """An operating-system error on a journal file (wraps the ``OSError`` as ``__cause__``).
+
+    Attributes:
+        path: the file or directory the operation was on.
+        errno: the ``errno`` value of the underlying ``OSError``, or ``None``.
+    """
+
+    def __init__(self, path: str, operation: str, exc: OSError) -> None:
+        self.path = path
+        self.operation = operation
+        self.errno = exc.errno
+        super().__init__(f"{operation} failed on {path}: {exc}",
+                         hint="the journal is now fail-stop; reopen it to recover")
+
+
+class JournalFailedError(JournalError):
+    """The journal hit a write or fsync error earlier and refuses all further work (fail-stop).
+
+    Attributes:
+        cause: the error that made the journal fail.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"the journal is fail-stopped after an I/O error: {cause}",
+                         hint="close it and reopen the directory; recovery runs at open")
+
+
+class JournalClosedError(JournalError):
+    """An operation was attempted on a closed journal."""
+
+    def __init__(self) -> None:
+        super().__init__("the journal is closed")
+
+
+class ReadOnlyError(JournalError):
+    """A write was attempted on a journal opened read-only."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"journal {path} is open read-only")
+
+
+class RecordTooLargeError(JournalError):
+    """A record is larger than the journal accepts; nothing was written.
+
+    Attributes:
+        size: the encoded frame size in bytes.
+        limit: the largest frame size accepted, in bytes.
+    """
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"record of {size} bytes exceeds the limit of {limit} bytes",
+                         hint="raise max_record_size and segment_size, or split the message")
+
+
+class InvalidRecordError(JournalError):
+    """A record's kind or payload cannot be journaled (bad kind, unserialisable payload)."""
+
+
+class CorruptJournalError(JournalError):
+    """A journal file holds bytes that are not a valid record where one must be.
+
+    Attributes:
+        path: the segment or control file.
+        offset: byte offset of the bad record or header in that file.
+        reason: what check failed (``crc mismatch``, ``bad length``, ``lsn order``...).
+    """
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        self.reason = reason
+        super().__init__(f"corrupt journal: {path} at offset {offset}: {reason}",
+                         hint="run 'mqstore check' to list every problem, or open with "
+                              "salvage=True to skip damaged records")
+
+
+class DirectoryLockedError(JournalError):
+    """Another opener (this process or another) holds the directory lock.
+
+    Attributes:
+        path: the lock file.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        super().__init__(f"{path} is locked by another opener",
+                         hint="one process opens a store directory at a time; close the other "
+                              "opener, or open read-only for inspection")

@@ -1,0 +1,451 @@
+"""The journal: an append-only log of typed records in CRC-framed segments, with group commit.
+
+``Journal.open`` recovers the log (``journal.opening``), then ``append``/``append_many`` assign
+LSNs and frames under one lock and hand them to the group-commit writer (``journal.writer``);
+the returned ``Ticket`` completes after the fdatasync that covers it. Records are read back by
+location (``read``) or in LSN order (``records``). Upper layers report dead records
+(``mark_dead``, ``mark_dead_after`` for tombstones such as acks that must outlive their target)
+and the journal deletes segments with no live record and compacts mostly-dead ones
+(``journal.compaction``). The journal never interprets payloads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+import msgpack
+
+from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
+                            JournalClosedError, JournalError, JournalFailedError,
+                            JournalIOError, ReadOnlyError, RecordTooLargeError)
+from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
+from journal.fs import FileSystem, OsFileSystem
+from journal.liveness import Liveness
+from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
+from journal.records import Record, iter_segment_records
+from journal.segment import Location, SegmentInfo, join, segment_name
+from journal.tickets import Batch, Ticket
+from journal.writer import GroupCommitWriter, new_generation
+
+LOCK_FILE = "journal.lock"
+SEQUENCE_STRIDE = 1 << 20  # fresh segments; compaction outputs take numbers in between
+
+
+@dataclass(frozen=True)
+class JournalOptions:
+    """Settings of one journal.
+
+    Attributes:
+        segment_size: bytes per segment file (default 64 MiB).
+        max_record_size: largest frame in bytes (capped at segment_size - 64).
+        sync_policy: ``"sync"`` (group commit; a ticket completes after the fdatasync covering
+            it) or ``"async"`` (a ticket completes after the write; the OS decides when data
+            reaches the disk, so a power loss can drop the newest records but never damages
+            earlier ones: recovery truncates at the first torn record).
+        batch_bytes: flush a batch once this many bytes are pending (default 1 MiB).
+        max_delay_ms: how long the writer gathers a batch before flushing (default 0: flush at
+            once; batches still form while the previous fdatasync runs).
+        max_pending_bytes: appenders block while this many bytes wait for the writer.
+        preallocate: write zeros over each new segment before use.
+        compact_min_files: compact only with more sealed segments than this (Artemis: 10).
+        compact_live_ratio: compact only when live bytes / bytes is below this (Artemis: 0.3).
+        read_only: open without the lock, truncation, or any write.
+        salvage: skip damaged records instead of refusing to open (reported in ``OpenReport``).
+    """
+
+    segment_size: int = 64 << 20
+    max_record_size: int = 16 << 20
+    sync_policy: str = "sync"
+    batch_bytes: int = 1 << 20
+    max_delay_ms: float = 0.0
+    max_pending_bytes: int = 64 << 20
+    preallocate: bool = True
+    compact_min_files: int = 10
+    compact_live_ratio: float = 0.3
+    read_only: bool = False
+    salvage: bool = False
+
+    def max_frame(self) -> int:
+        """Largest acceptable frame length in bytes."""
+        return min(self.max_record_size, self.segment_size - SEGMENT_HEADER_SIZE)
+
+
+@dataclass(frozen=True)
+class JournalStatistics:
+    """A snapshot of the journal's counters (sizes in bytes)."""
+
+    segments: int
+    records: int
+    live_records: int
+    total_bytes: int
+    live_bytes: int
+    next_lsn: int
+    durable_lsn: int
+    batches: int
+    records_flushed: int
+    fsyncs: int
+    failed: bool
+
+
+class Journal:
+    """An open journal directory. Use ``Journal.open``; thread-safe; close with ``close()``."""
+
+    def __init__(self, fs: FileSystem, directory: str, options: JournalOptions) -> None:
+        self._fs = fs
+        self._dir = directory
+        self._options = options
+        self._lock = threading.Lock()
+        self._work = threading.Condition(self._lock)
+        self._space = threading.Condition(self._lock)
+        self._segments: Dict[int, SegmentInfo] = {}
+        self._open = Batch()
+        self._stopping = False
+        self._closed = False
+        self._failure: Optional[BaseException] = None
+        self._next_lsn = 1
+        self._durable_lsn = 0
+        self._lock_handle: Optional[int] = None
+        self._writer: Optional[GroupCommitWriter] = None
+        self._active: SegmentInfo
+        self.liveness = Liveness(self)
+        self.report: OpenReport
+
+    # -- opening -----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: str, options: Optional[JournalOptions] = None,
+             fs: Optional[FileSystem] = None) -> "Journal":
+        """Open (creating when missing) the journal in ``directory`` and recover its log.
+
+        Args:
+            directory: the journal directory (created 0700 when missing, unless read-only).
+            options: settings; defaults when ``None``.
+            fs: the file-system seam; ``OsFileSystem()`` when ``None``.
+
+        Returns:
+            The open journal; ``journal.report`` says what recovery found.
+
+        Raises:
+            DirectoryLockedError: another opener holds the directory.
+            CorruptJournalError: damage that is not a torn tail (names file and offset).
+            JournalIOError: an OS error; nothing was changed beyond the recovery steps done.
+        """
+        options = options or JournalOptions()
+        fs = fs or OsFileSystem()
+        journal = cls(fs, directory, options)
+        try:
+            journal._open_log()
+        except OSError as exc:
+            journal._release()
+            raise JournalIOError(directory, "open", exc) from exc
+        except BaseException:
+            journal._release()
+            raise
+        return journal
+
+    def _open_log(self) -> None:
+        from journal.compaction import resolve_pending  # compaction builds on this module
+
+        start = time.monotonic()
+        opts, fs = self._options, self._fs
+        if not opts.read_only:
+            if not fs.exists(self._dir):
+                fs.mkdir(self._dir)
+                fs.fsync_dir(parent_of(self._dir))
+            try:
+                self._lock_handle = fs.lock(join(self._dir, LOCK_FILE))
+            except BlockingIOError:
+                raise DirectoryLockedError(join(self._dir, LOCK_FILE)) from None
+        elif not fs.exists(self._dir):
+            raise JournalIOError(self._dir, "open", FileNotFoundError(2, "no such directory"))
+        pending = resolve_pending(fs, self._dir, opts.read_only)
+        paths = list_segment_paths(fs, self._dir, pending.overrides, pending.excluded)
+        loaded = load_segments(fs, self._dir, paths, opts.max_frame(), opts.read_only,
+                               opts.salvage)
+        for info in loaded.segments:
+            self._segments[info.sequence] = info
+        last = loaded.segments[-1] if loaded.segments else None
+        self._next_lsn = (last.last_lsn + 1) if last else 1
+        self._durable_lsn = self._next_lsn - 1
+        if last is not None and not opts.read_only:
+            fs.fdatasync(last.handle)  # what a killed process left in the page cache
+        if last is None:
+            last = self._reserve_segment(SEQUENCE_STRIDE)
+        self._active = last
+        self.report = OpenReport(len(loaded.segments), loaded.records, self._next_lsn - 1,
+                                 loaded.torn_bytes, loaded.unproven, loaded.torn_offset,
+                                 tuple(loaded.skipped), pending.action, pending.removed,
+                                 elapsed_since(start))
+        if not opts.read_only:
+            self._writer = GroupCommitWriter(self, opts.sync_policy == "sync", opts.batch_bytes,
+                                             opts.max_delay_ms / 1000.0)
+            self._writer.current = self._active if self._active.handle >= 0 else None
+            self._writer.start()
+
+    def _reserve_segment(self, sequence: int) -> SegmentInfo:
+        info = SegmentInfo(sequence, new_generation(), self._next_lsn,
+                           join(self._dir, segment_name(sequence)), last_lsn=self._next_lsn - 1)
+        self._segments[sequence] = info
+        return info
+
+    # -- appending ---------------------------------------------------------------------------
+    def append(self, kind: int, payload: Any) -> Ticket:
+        """Append one record; return at once with a ``Ticket`` to wait on.
+
+        Args:
+            kind: record kind, 1..255 (the meaning belongs to the caller).
+            payload: any msgpack-serialisable value (dicts, lists, bytes, str, int...).
+
+        Raises:
+            InvalidRecordError: bad kind or unserialisable payload; nothing written.
+            RecordTooLargeError: the frame exceeds ``max_frame()``; nothing written.
+            JournalFailedError: the journal is fail-stopped. JournalClosedError, ReadOnlyError.
+        """
+        return self.append_many(((kind, payload),))
+
+    def append_many(self, records: Iterable[Tuple[int, Any]]) -> Ticket:
+        """Append records in order, as one unit of waiting: the ticket completes when all are
+        durable (they share at most one fdatasync per segment touched).
+
+        Raises:
+            the same as ``append``; if any record is invalid, none is written.
+        """
+        encoded = [(check_kind(kind), pack(payload)) for kind, payload in records]
+        if not encoded:
+            raise InvalidRecordError("append_many needs at least one record")
+        limit = self._options.max_frame()
+        for _kind, data in encoded:
+            if len(data) + FRAME_OVERHEAD > limit:
+                raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, limit)
+        with self._lock:
+            self._check_writable()
+            while self._open.nbytes > self._options.max_pending_bytes and self._failure is None:
+                self._space.wait()
+            self._check_writable()
+            return self._place(encoded)
+
+    def _place(self, encoded: List[Tuple[int, bytes]]) -> Ticket:
+        batch, seg = self._open, self._active
+        size, synced = self._options.segment_size, self._durable_lsn
+        locations: List[Location] = []
+        lsn = self._next_lsn
+        for kind, data in encoded:
+            flen = len(data) + FRAME_OVERHEAD
+            if seg.end + flen > size:
+                seg = self._active = self._reserve_segment(
+                    (seg.sequence // SEQUENCE_STRIDE + 1) * SEQUENCE_STRIDE)
+            frame = encode_frame(kind, lsn, seg.generation, synced, data)
+            batch.frames.append((seg.sequence, seg.end, frame))
+            locations.append(Location(seg.sequence, seg.end, flen))
+            seg.end += flen
+            seg.count += 1
+            seg.total_bytes += flen
+            seg.last_lsn = lsn
+            batch.nbytes += flen
+            lsn += 1
+        self._next_lsn = lsn
+        batch.last_lsn = lsn - 1
+        self._work.notify()
+        return Ticket(lsn - 1, locations, batch)
+
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise JournalClosedError()
+        if self._options.read_only:
+            raise ReadOnlyError(self._dir)
+        if self._failure is not None:
+            raise JournalFailedError(self._failure)
+
+    def _mark_durable(self, lsn: int) -> None:
+        with self._lock:
+            self._durable_lsn = max(self._durable_lsn, lsn)
+
+    def _fail(self, exc: OSError, batch: Batch) -> None:
+        """Fail-stop: complete ``batch`` and every later one with the error."""
+        error = JournalIOError(self._dir, "write or fsync", exc)
+        with self._lock:
+            self._failure = error
+            later, self._open = self._open, Batch()
+            self._space.notify_all()
+        batch.complete(error)
+        later.complete(error)
+
+    def wait_durable(self, timeout: Optional[float] = None) -> bool:
+        """Wait until everything appended so far is durable.
+
+        Returns:
+            ``False`` if ``timeout`` seconds passed first.
+
+        Raises:
+            JournalFailedError: the journal failed before that.
+        """
+        with self._lock:
+            if self._failure is not None:
+                raise JournalFailedError(self._failure)
+            batch = self._open if self._open.frames else None
+        return batch.wait(timeout) if batch is not None else True
+
+    # -- reading -----------------------------------------------------------------------------
+    def read(self, location: Location) -> Record:
+        """Read the record at ``location`` (as returned by a completed ticket or iteration).
+
+        Raises:
+            JournalError: no segment with that sequence exists (reclaimed, or a stale location).
+            CorruptJournalError: the bytes there are not a valid frame (names file and offset).
+        """
+        info = self._segments.get(location.segment)
+        if info is None or info.handle < 0:
+            raise JournalError(f"no segment {location.segment} in {self._dir}")
+        try:
+            data = self._fs.pread(info.handle, location.length, location.offset)
+        except OSError as exc:
+            raise JournalIOError(info.path, "read", exc) from exc
+        reason = check_frame(data, 0, info.generation, self._options.max_frame())
+        if reason is None and len(data) != location.length:
+            reason = "length does not match the location"
+        if reason is not None:
+            raise CorruptJournalError(info.path, location.offset, reason)
+        return Record.from_frame(data, location)
+
+    def records(self, from_lsn: int = 0, from_location: Optional[Location] = None
+                ) -> Iterator[Record]:
+        """Yield every record with LSN >= ``from_lsn`` (or from ``from_location`` on), in LSN
+        order, each CRC-checked. Records appended during iteration may or may not be seen.
+
+        Raises:
+            CorruptJournalError: a record that was valid at open no longer is.
+        """
+        with self._lock:
+            infos = sorted(self._segments.values(), key=lambda s: s.sequence)
+        for info in infos:
+            if info.handle < 0 or info.last_lsn < from_lsn:
+                continue
+            if from_location is not None and info.sequence < from_location.segment:
+                continue
+            start = SEGMENT_HEADER_SIZE
+            if from_location is not None and info.sequence == from_location.segment:
+                start = from_location.offset
+            for record in iter_segment_records(self._fs, info, start, self._options.max_frame()):
+                if record.lsn >= from_lsn:
+                    yield record
+
+    # -- liveness ----------------------------------------------------------------------------
+    def mark_dead(self, locations: Iterable[Location]) -> None:
+        """Report records dead (an acked message, a deleted queue's declaration...). Segments
+        whose records are all dead are deleted. Unknown locations are ignored."""
+        self.liveness.mark_dead(locations)
+
+    def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
+        """Report a tombstone dead once every target's segment is gone (an ack must outlive
+        the record it cancels, or replay would resurrect that record)."""
+        self.liveness.mark_dead_after(location, targets)
+
+    def compact(self, force: bool = False) -> "CompactionReport":
+        """Compact sealed segments when the thresholds say so (always with ``force``).
+
+        Returns:
+            A ``CompactionReport``; its ``relocations`` map old to new record locations, which
+            the caller must apply to any index it keeps.
+        """
+        from journal.compaction import compact
+        return compact(self, force)
+
+    # -- state -------------------------------------------------------------------------------
+    @property
+    def directory(self) -> str:
+        """The journal directory."""
+        return self._dir
+
+    @property
+    def options(self) -> JournalOptions:
+        """The options the journal was opened with."""
+        return self._options
+
+    @property
+    def next_lsn(self) -> int:
+        """The LSN the next append gets."""
+        return self._next_lsn
+
+    def segments(self) -> List[SegmentInfo]:
+        """The segment table, in sequence order (entries are live objects; do not modify)."""
+        with self._lock:
+            return sorted(self._segments.values(), key=lambda s: s.sequence)
+
+    def statistics(self) -> JournalStatistics:
+        """A snapshot of the journal's counters."""
+        with self._lock:
+            infos = list(self._segments.values())
+            w = self._writer
+            return JournalStatistics(
+                len(infos), sum(s.count for s in infos), sum(s.live_count for s in infos),
+                sum(s.total_bytes for s in infos), sum(s.live_bytes for s in infos),
+                self._next_lsn, self._durable_lsn, w.batches if w else 0,
+                w.records if w else 0, w.fsyncs if w else 0, self._failure is not None)
+
+    def close(self) -> None:
+        """Flush what was appended (waiting for its fsync), stop the writer, release the lock.
+        Safe to call twice; after a failure it closes without flushing."""
+        if self._closed:
+            return
+        with self._lock:
+            self._stopping = True
+            self._work.notify_all()
+        if self._writer is not None:
+            self._writer.join()
+        self._closed = True
+        self._release()
+
+    def _release(self) -> None:
+        for info in self._segments.values():
+            if info.handle >= 0:
+                try:
+                    self._fs.close(info.handle)
+                except OSError:
+                    pass
+                info.handle = -1
+        if self._lock_handle is not None:
+            self._fs.unlock(self._lock_handle)
+            self._lock_handle = None
+
+    def __enter__(self) -> "Journal":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_packer = threading.local()
+
+
+def pack(payload: Any) -> bytes:
+    """msgpack-encode a payload (bin type for bytes, str for text).
+
+    Raises:
+        InvalidRecordError: the value cannot be serialised.
+    """
+    packer = getattr(_packer, "p", None)
+    if packer is None:
+        packer = _packer.p = msgpack.Packer(use_bin_type=True)
+    try:
+        return packer.pack(payload)
+    except (TypeError, ValueError, OverflowError) as exc:
+        _packer.p = None
+        raise InvalidRecordError(f"payload cannot be serialised: {exc}") from exc
+
+
+def check_kind(kind: int) -> int:
+    """Return ``kind`` when it is a valid record kind (1..255), else raise InvalidRecordError."""
+    if not isinstance(kind, int) or not 1 <= kind <= 255:
+        raise InvalidRecordError(f"record kind must be an int in 1..255, not {kind!r}")
+    return kind
+
+
+def parent_of(path: str) -> str:
+    """The parent directory of ``path`` ('.' for a bare name)."""
+    import os
+    return os.path.dirname(os.path.abspath(path)) or "."
+
+
+from journal.compaction import CompactionReport  # noqa: E402  (re-export for type hints)

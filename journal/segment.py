@@ -1,0 +1,184 @@
+"""Segments: naming, the in-memory table entry, and the validating scan of a segment's frames.
+
+A segment file is named ``{sequence:016d}.seg``; compaction writes ``.seg.compact`` files and
+segment creation writes ``.seg.tmp`` files that are renamed into place. ``scan_frames`` walks the
+frames of one segment buffer, checking every CRC, and stops at the first zero length (the
+preallocated, never-written rest) or the first invalid frame; ``find_valid_frames`` looks for
+valid frames after a damaged one, which decides between a torn tail and corruption.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
+
+from journal.format import (FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, FrameHeader,
+                            check_frame, peek_frame)
+
+SEGMENT_SUFFIX = ".seg"
+TMP_SUFFIX = ".seg.tmp"
+COMPACT_SUFFIX = ".seg.compact"
+
+
+def segment_name(sequence: int, suffix: str = SEGMENT_SUFFIX) -> str:
+    """File name of segment ``sequence`` (zero-padded so names sort like sequences)."""
+    return f"{sequence:016d}{suffix}"
+
+
+def parse_segment_name(name: str) -> Optional[int]:
+    """The sequence number of a final segment file name, or ``None`` for other files."""
+    if not name.endswith(SEGMENT_SUFFIX) or len(name) != 16 + len(SEGMENT_SUFFIX):
+        return None
+    stem = name[:16]
+    return int(stem) if stem.isdigit() else None
+
+
+class Location(NamedTuple):
+    """Where a record lives: segment sequence, byte offset of its frame, frame length in bytes."""
+
+    segment: int
+    offset: int
+    length: int
+
+
+@dataclass
+class SegmentInfo:
+    """The journal's in-memory entry for one segment file (mutable; guarded by the journal).
+
+    Attributes:
+        sequence, generation, first_lsn, flags: from the header.
+        path: the file path.
+        handle: open file handle, or -1 while the file is not created yet.
+        end: byte offset just past the last record written (or reserved, for the active one).
+        written: byte offset up to which the writer has written records (readable data).
+        last_lsn: LSN of the last record, ``first_lsn - 1`` when empty.
+        count: number of records; total_bytes: their frame bytes.
+        dead: offsets of records reported dead; dead_bytes: their frame bytes.
+        sealed: no more appends go here and its data is durable.
+    """
+
+    sequence: int
+    generation: int
+    first_lsn: int
+    path: str
+    flags: int = 0
+    handle: int = -1
+    end: int = SEGMENT_HEADER_SIZE
+    written: int = SEGMENT_HEADER_SIZE
+    last_lsn: int = 0
+    count: int = 0
+    total_bytes: int = 0
+    dead: Set[int] = field(default_factory=set)
+    dead_bytes: int = 0
+    sealed: bool = False
+
+    @property
+    def live_count(self) -> int:
+        """Records not reported dead."""
+        return self.count - len(self.dead)
+
+    @property
+    def live_bytes(self) -> int:
+        """Frame bytes of records not reported dead."""
+        return self.total_bytes - self.dead_bytes
+
+
+@dataclass
+class ScanResult:
+    """What ``scan_frames`` found.
+
+    Attributes:
+        frames: (offset, header) of every valid frame, in order.
+        end: offset just past the last valid frame.
+        bad_offset: offset of the first invalid frame, or ``None`` if the scan ended cleanly.
+        bad_reason: why that frame is invalid.
+        nonzero_tail: whether any byte after ``end`` is nonzero (meaningful when clean).
+    """
+
+    frames: List[Tuple[int, FrameHeader]]
+    end: int
+    bad_offset: Optional[int] = None
+    bad_reason: str = ""
+    nonzero_tail: bool = False
+
+
+def scan_frames(buf: bytes, generation: int, max_frame: int,
+                start: int = SEGMENT_HEADER_SIZE, min_lsn: int = 0) -> ScanResult:
+    """Walk and fully validate the frames of one segment held in ``buf``.
+
+    Args:
+        buf: the segment's bytes (whole file).
+        generation: the segment's generation id.
+        max_frame: largest valid frame length in bytes.
+        start: offset of the first frame.
+        min_lsn: every LSN must exceed this and the previous frame's LSN.
+
+    Returns:
+        A ``ScanResult``; a zero ``frame_len`` (or the end of ``buf``) ends the scan cleanly.
+    """
+    frames: List[Tuple[int, FrameHeader]] = []
+    off, last = start, min_lsn
+    n = len(buf)
+    while off + 4 <= n:
+        head = peek_frame(buf, off)
+        if head is None:
+            if any(buf[off:]):
+                return ScanResult(frames, off, off, "truncated frame header")
+            break
+        if head.frame_len == 0:
+            break
+        reason = check_frame(buf, off, generation, max_frame)
+        if reason is None and head.lsn <= last:
+            reason = f"lsn {head.lsn} not above previous {last}"
+        if reason is not None:
+            return ScanResult(frames, off, off, reason)
+        frames.append((off, head))
+        last = head.lsn
+        off += head.frame_len
+    tail = memoryview(buf)[off:]
+    return ScanResult(frames, off, nonzero_tail=tail.nbytes > 0 and any_nonzero(tail))
+
+
+def any_nonzero(view: memoryview) -> bool:
+    """Whether any byte of ``view`` is nonzero (fast for long zero runs)."""
+    data = bytes(view)
+    return data.count(0) != len(data)
+
+
+def last_nonzero(buf: bytes, start: int) -> int:
+    """Offset just past the last nonzero byte at or after ``start`` (``start`` when none)."""
+    stripped = bytes(buf[start:]).rstrip(b"\x00")
+    return start + len(stripped)
+
+
+def find_valid_frames(buf: bytes, generation: int, max_frame: int, after: int
+                      ) -> Iterator[Tuple[int, FrameHeader]]:
+    """Yield valid frames found anywhere after offset ``after``, by searching the generation id.
+
+    A frame carries its segment's generation at byte 16, so candidate starts are found with
+    ``bytes.find`` rather than by trying every offset.
+    """
+    needle = generation.to_bytes(8, "little")
+    pos = buf.find(needle, after + 1 + 16)
+    while pos != -1:
+        cand = pos - 16
+        if cand > after and check_frame(buf, cand, generation, max_frame) is None:
+            head = peek_frame(buf, cand)
+            assert head is not None
+            yield cand, head
+        pos = buf.find(needle, pos + 1)
+
+
+def frame_fits(length: int, segment_size: int) -> bool:
+    """Whether a frame of ``length`` bytes can ever fit in an empty segment."""
+    return FRAME_OVERHEAD <= length <= segment_size - SEGMENT_HEADER_SIZE
+
+
+def join(directory: str, name: str) -> str:
+    """Path of ``name`` inside ``directory``."""
+    return os.path.join(directory, name)
+
+
+__all__ = ["Location", "SegmentInfo", "ScanResult", "scan_frames", "find_valid_frames",
+           "segment_name", "parse_segment_name", "frame_fits", "FRAME_HEADER_SIZE"]

@@ -1,0 +1,179 @@
+"""The group-commit writer and segment creation: the durability order, written once.
+
+``create_segment`` is the only code that brings a segment file into being: it writes the
+preallocated zeros and the header to a ``.seg.tmp`` file, fdatasyncs it, renames it to its final
+name and fsyncs the directory, so a segment under its final name always has a valid header and a
+durable directory entry before any record is written to it.
+
+``GroupCommitWriter`` is the one thread that writes records. It takes the whole open batch, and
+for each segment the batch touches: creates the segment if needed, writes the batch's frames for
+it with one ``pwrite``, and fdatasyncs it (always when the batch moves on to a new segment, so a
+sealed segment is durable before its successor exists; otherwise when the policy is ``sync``).
+Only then is the batch completed and its waiters woken. Any ``OSError`` makes the journal
+fail-stop: the batch and every later one complete with the error and are never reported durable.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+
+from journal.format import SEGMENT_HEADER_SIZE, SegmentHeader
+from journal.fs import FileSystem
+from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
+from journal.tickets import Batch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from journal.journal import Journal
+
+ZERO_CHUNK = 1 << 20
+
+
+def new_generation() -> int:
+    """A random nonzero 64-bit generation id for a new segment file."""
+    while True:
+        gen = secrets.randbits(64)
+        if gen:
+            return gen
+
+
+def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
+                   preallocate: bool, flags: int = 0) -> None:
+    """Create the file of ``info`` durably and set ``info.handle``.
+
+    Args:
+        fs: the file-system seam.
+        directory: the journal directory.
+        info: the segment (sequence, generation, first_lsn set; handle -1).
+        size: segment size in bytes (zeros written up to it when ``preallocate``).
+        preallocate: write zeros over the whole file first (faster fdatasync on overwrite).
+        flags: header flags.
+
+    Raises:
+        OSError: from the seam; the journal turns it into fail-stop.
+    """
+    tmp = join(directory, segment_name(info.sequence, TMP_SUFFIX))
+    if fs.exists(tmp):
+        fs.unlink(tmp)
+    handle = fs.open(tmp, create=True)
+    try:
+        if preallocate:
+            zeros = bytes(min(ZERO_CHUNK, size))
+            for off in range(0, size, ZERO_CHUNK):
+                fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
+        header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
+                               info.first_lsn, flags)
+        fs.pwrite(handle, header.encode(), 0)
+        fs.fdatasync(handle)
+        fs.rename(tmp, info.path)
+        fs.fsync_dir(directory)
+    except BaseException:
+        fs.close(handle)
+        raise
+    info.handle = handle
+    info.written = SEGMENT_HEADER_SIZE
+
+
+class GroupCommitWriter:
+    """The writer thread of one journal (internal).
+
+    Args:
+        journal: the owning journal; the writer uses its lock, condition, segment table and fs.
+        sync: fdatasync every batch (``True``, policy ``sync``) or leave it to the OS (``async``).
+        batch_bytes: flush as soon as this many bytes are pending.
+        max_delay_s: how long to gather a batch before flushing (0 flushes at once; batches
+            still form while the previous fdatasync runs).
+    """
+
+    def __init__(self, journal: "Journal", sync: bool, batch_bytes: int,
+                 max_delay_s: float) -> None:
+        self._j = journal
+        self._sync = sync
+        self._batch_bytes = batch_bytes
+        self._max_delay = max_delay_s
+        self.batches = 0
+        self.records = 0
+        self.fsyncs = 0
+        self.current: Optional[SegmentInfo] = None
+        self._thread = threading.Thread(target=self._run, name="mqstore-journal-writer",
+                                        daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def join(self, timeout: Optional[float] = None) -> None:
+        """Wait for the thread to end (after the journal asked it to stop)."""
+        self._thread.join(timeout)
+
+    def _take(self) -> Optional[Batch]:
+        j = self._j
+        with j._lock:
+            while not j._open.frames and not j._stopping:
+                j._work.wait()
+            if not j._open.frames:
+                return None
+            if self._max_delay > 0 and not j._stopping:
+                deadline = time.monotonic() + self._max_delay
+                while j._open.nbytes < self._batch_bytes and not j._stopping:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    j._work.wait(left)
+            batch, j._open = j._open, Batch()
+            j._space.notify_all()
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            try:
+                self.flush(batch)
+            except OSError as exc:
+                self._j._fail(exc, batch)
+                return
+            self._j._mark_durable(batch.last_lsn)
+            self.batches += 1
+            self.records += len(batch.frames)
+            batch.complete()
+
+    def flush(self, batch: Batch) -> None:
+        """Write and sync one batch: the durability order of the journal.
+
+        For each run of frames of one segment, in LSN order: seal the previous segment (durable
+        before its successor is created), create the segment file if new, write the run with one
+        ``pwrite``, fdatasync it (policy ``sync``).
+
+        Raises:
+            OSError: from the seam; nothing of the batch may then be reported durable.
+        """
+        j = self._j
+        runs: List[Tuple[int, int, List[bytes]]] = []
+        for seq, off, frame in batch.frames:
+            if runs and runs[-1][0] == seq:
+                runs[-1][2].append(frame)
+            else:
+                runs.append((seq, off, [frame]))
+        segments: Dict[int, SegmentInfo] = j._segments
+        for seq, off, frames in runs:
+            info = segments[seq]
+            prev = self.current
+            if prev is not None and prev is not info and not prev.sealed:
+                if not self._sync:
+                    j._fs.fdatasync(prev.handle)
+                    self.fsyncs += 1
+                prev.sealed = True
+            if info.handle < 0:
+                create_segment(j._fs, j._dir, info, j._options.segment_size,
+                               j._options.preallocate)
+            self.current = info
+            data = b"".join(frames)
+            j._fs.pwrite(info.handle, data, off)
+            if self._sync:
+                j._fs.fdatasync(info.handle)
+                self.fsyncs += 1
+            info.written = off + len(data)
