@@ -128,8 +128,9 @@ def compact(journal: "Journal", force: bool) -> CompactionReport:
     """See ``Journal.compact``.
 
     Raises:
-        JournalIOError: an OS error; before the commit point nothing changed, after it the
-            journal is fail-stopped and reopening rolls the swap forward.
+        JournalIOError: an OS error; while writing outputs nothing changed and the journal
+            goes on; from the control file on, the journal is fail-stopped and reopening
+            rolls the swap forward (valid control file) or back.
     """
     j = journal
     opts = j._options
@@ -154,16 +155,18 @@ def compact(journal: "Journal", force: bool) -> CompactionReport:
     relocations = {r.location: loc for out in outputs for r, loc in out[1]}
     try:
         _write_outputs(j, outputs)
-        body = msgpack.packb({"inputs": [s.sequence for s in inputs],
-                              "outputs": [[segment_name(o.sequence, COMPACT_SUFFIX), o.sequence]
-                                          for o, _ in outputs]})
-        _write_control(j._fs, j._dir, encode_control(body))
-    except OSError as exc:
+    except OSError as exc:  # no control file yet: the old segments are still the truth
         _discard(j, outputs)
         raise JournalIOError(j._dir, "compaction", exc) from exc
+    body = msgpack.packb({"inputs": [s.sequence for s in inputs],
+                          "outputs": [[segment_name(o.sequence, COMPACT_SUFFIX), o.sequence]
+                                      for o, _ in outputs]})
     try:
+        _write_control(j._fs, j._dir, encode_control(body))
         apply_swap(j._fs, j._dir, body)
     except OSError as exc:
+        # the control file may exist: keep every output for open-time recovery to roll
+        # forward (or back, if the control file never became valid), and stop here
         j._fail(exc, j._open)
         raise JournalIOError(j._dir, "compaction swap", exc) from exc
     _install(j, inputs, snapshot, [o for o, _ in outputs], relocations)

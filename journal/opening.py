@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
+from journal import seeded_bugs
 from journal.errors import CorruptJournalError
 from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from journal.fs import FileSystem
@@ -144,6 +145,7 @@ def _scan_segment(fs: FileSystem, info: SegmentInfo, buf: bytes, max_frame: int,
             raise CorruptJournalError(info.path, bad, reason)
         nxt = later[0][0] if later else last_nonzero(buf, bad)
         result.skipped.append(SkippedRange(info.path, bad, nxt, reason))
+        info.skips.append((bad, nxt))
         if not later:
             break
         start = nxt
@@ -157,6 +159,9 @@ def _drop_torn_tail(fs: FileSystem, info: SegmentInfo, buf: bytes, bad: int, unp
     result.torn_bytes += end - bad
     result.unproven += unproven
     result.torn_offset = bad
+    if seeded_bugs.active("no_torn_tail_truncation"):
+        info.end = info.written = end  # new records would go after the torn bytes
+        return
     if read_only or end <= bad:
         return
     zeros = bytes(min(end - bad, 1 << 20))

@@ -13,9 +13,9 @@ from typing import Any, Iterator
 import msgpack
 
 from journal.errors import CorruptJournalError, InvalidRecordError, JournalIOError
-from journal.format import FRAME_HEADER, FRAME_HEADER_SIZE, check_frame
+from journal.format import FRAME_HEADER, FRAME_HEADER_SIZE
 from journal.fs import FileSystem
-from journal.segment import Location, SegmentInfo
+from journal.segment import FrameDecoder, Location, SegmentInfo
 
 READ_WINDOW = 8 << 20
 
@@ -66,34 +66,38 @@ class Record:
 
 def iter_segment_records(fs: FileSystem, info: SegmentInfo, start: int, max_frame: int
                          ) -> Iterator[Record]:
-    """Yield the CRC-checked records of one segment from byte ``start`` up to ``info.written``.
+    """Yield the CRC-checked records of one segment from byte ``start`` up to ``info.written``,
+    reading ``READ_WINDOW`` bytes at a time and jumping over ranges skipped by salvage.
 
     Raises:
-        CorruptJournalError: a frame in the written range is invalid.
+        CorruptJournalError: a frame in the written range is invalid (names file and offset).
         JournalIOError: reading failed.
     """
-    end = info.written
+    bounds = [start]
+    for skip_start, skip_end in info.skips:
+        if skip_end > start:
+            bounds += [max(skip_start, start), skip_end]
+    bounds.append(info.written)
+    for a, b in zip(bounds[::2], bounds[1::2]):
+        yield from _iter_extent(fs, info, a, b, max_frame)
+
+
+def _iter_extent(fs: FileSystem, info: SegmentInfo, start: int, end: int, max_frame: int
+                 ) -> Iterator[Record]:
+    decoder = FrameDecoder(info.generation, max_frame, start)
     off = start
-    buf = b""
-    base = off
-    while off < end:
-        if off + FRAME_HEADER_SIZE > base + len(buf):
-            buf, base = _read(fs, info, off, max(READ_WINDOW, FRAME_HEADER_SIZE), end), off
-        flen = FRAME_HEADER.unpack_from(buf, off - base)[0] if len(buf) >= off - base + 4 else 0
-        if flen == 0:
-            return
-        if off + flen > base + len(buf):
-            buf, base = _read(fs, info, off, max(READ_WINDOW, flen), end), off
-        reason = check_frame(buf, off - base, info.generation, max_frame)
-        if reason is not None:
-            raise CorruptJournalError(info.path, off, reason)
-        rel = off - base
-        yield Record.from_frame(buf[rel:rel + flen], Location(info.sequence, off, flen))
-        off += flen
-
-
-def _read(fs: FileSystem, info: SegmentInfo, offset: int, size: int, end: int) -> bytes:
-    try:
-        return fs.pread(info.handle, min(size, end - offset), offset)
-    except OSError as exc:
-        raise JournalIOError(info.path, "read", exc) from exc
+    while off < end and not decoder.finished:
+        try:
+            chunk = fs.pread(info.handle, min(READ_WINDOW, end - off), off)
+        except OSError as exc:
+            raise JournalIOError(info.path, "read", exc) from exc
+        if not chunk:
+            break
+        off += len(chunk)
+        for foff, _head, frame in decoder.feed(chunk):
+            yield Record.from_frame(frame, Location(info.sequence, foff, len(frame)))
+        if decoder.error:
+            break
+    decoder.close()
+    if decoder.error:
+        raise CorruptJournalError(info.path, *decoder.error)

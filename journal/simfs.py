@@ -8,7 +8,9 @@ every durable operation, plus a prefix of the unsynced ones (0 keeps none: all u
 lost), the last kept write optionally torn at a 512-byte sector boundary or filled with garbage.
 Unsynced directory operations are lost unless the prefix keeps them. ``fail_at`` injects an
 ``OSError`` (EIO, ENOSPC...) at the N-th operation, counting from 1; the failing operation
-changes nothing. Locks are process-local and vanish with a crash, as flocks do when a process dies.
+changes nothing. ``hook``, when set, is called with the operation's name just before each counted
+operation (under the file system's mutex), so a test can take crash states in the middle of
+the journal's work, e.g. right before an fdatasync. Locks are process-local and vanish with a crash, as flocks do when a process dies.
 """
 
 from __future__ import annotations
@@ -114,9 +116,12 @@ class SimulatedFileSystem(FileSystem):
         self.fail_sticky = fail_sticky
         self.op_count = 0
         self.failures = 0
+        self.hook: Optional[Callable[[str], None]] = None
 
     # -- fault injection -------------------------------------------------------------------
     def _count(self, what: str) -> None:
+        if self.hook is not None:
+            self.hook(what)
         self.op_count += 1
         if self.fail_at is not None and (self.op_count == self.fail_at or
                                          (self.fail_sticky and self.op_count > self.fail_at)):

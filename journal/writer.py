@@ -20,6 +20,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
+from journal import seeded_bugs
 from journal.format import SEGMENT_HEADER_SIZE, SegmentHeader
 from journal.fs import FileSystem
 from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
@@ -68,7 +69,8 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
         fs.pwrite(handle, header.encode(), 0)
         fs.fdatasync(handle)
         fs.rename(tmp, info.path)
-        fs.fsync_dir(directory)
+        if not seeded_bugs.active("no_dir_fsync"):
+            fs.fsync_dir(directory)
     except BaseException:
         fs.close(handle)
         raise
@@ -173,6 +175,9 @@ class GroupCommitWriter:
             self.current = info
             data = b"".join(frames)
             j._fs.pwrite(info.handle, data, off)
+            if seeded_bugs.active("ack_before_fsync"):
+                j._mark_durable(batch.last_lsn)
+                batch.complete()
             if self._sync:
                 j._fs.fdatasync(info.handle)
                 self.fsyncs += 1

@@ -1,0 +1,224 @@
+"""The journal's public behaviour: appends, reads, limits, errors, locking, waiting, reclaim."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from journal import (CorruptJournalError, DirectoryLockedError, InvalidRecordError, Journal,
+                     JournalClosedError, JournalFailedError, JournalOptions, ReadOnlyError,
+                     RecordTooLargeError, SimulatedFileSystem)
+
+SMALL = JournalOptions(segment_size=8192)
+
+
+def test_append_read_and_reopen(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    with Journal.open(d, SMALL) as j:
+        tickets = [j.append(1 + i % 3, {"i": i, "body": b"x" * (i % 50)}) for i in range(500)]
+        tickets[-1].wait()
+        assert [t.lsn for t in tickets] == list(range(1, 501))
+        assert j.read(tickets[10].location).payload == {"i": 10, "body": b"x" * 10}
+        assert j.statistics().segments >= 4
+    with Journal.open(d, SMALL) as j:
+        recs = list(j.records())
+        assert [r.payload["i"] for r in recs] == list(range(500))
+        assert [r.kind for r in recs] == [1 + i % 3 for i in range(500)]
+        assert [r.lsn for r in list(j.records(from_lsn=450))] == list(range(450, 501))
+        assert j.append(1, "next").lsn == 501
+
+
+def test_files_are_private(tmp_path: Path) -> None:
+    d = tmp_path / "j"
+    with Journal.open(str(d), SMALL) as j:
+        j.append(1, "x").wait()
+    assert stat.S_IMODE(d.stat().st_mode) == 0o700
+    for f in d.iterdir():
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600, f
+
+
+def test_record_too_large_writes_nothing(tmp_path: Path) -> None:
+    with Journal.open(str(tmp_path / "j"), SMALL) as j:
+        j.append(1, "a").wait()
+        with pytest.raises(RecordTooLargeError) as err:
+            j.append(1, b"x" * 9000)
+        assert err.value.limit == 8192 - 64
+        with pytest.raises(InvalidRecordError):
+            j.append_many([(1, "ok"), (0, "bad kind")])
+        with pytest.raises(InvalidRecordError):
+            j.append(1, object())
+        assert j.append(1, "b").lsn == 2
+        j.wait_durable()
+        assert [r.payload for r in j.records()] == ["a", "b"]
+
+
+def test_append_many_waits_once(tmp_path: Path) -> None:
+    with Journal.open(str(tmp_path / "j"), SMALL) as j:
+        t = j.append_many([(1, i) for i in range(300)])
+        assert t.wait(5)
+        assert len(t.locations) == 300 and t.lsn == 300
+        assert j.statistics().batches <= 3
+
+
+def test_closed_and_read_only(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    j = Journal.open(d, SMALL)
+    j.append(1, "x").wait()
+    j.close()
+    with pytest.raises(JournalClosedError):
+        j.append(1, "y")
+    before = {p.name: p.read_bytes() for p in Path(d).iterdir()}
+    ro = Journal.open(d, JournalOptions(segment_size=8192, read_only=True))
+    assert [r.payload for r in ro.records()] == ["x"]
+    with pytest.raises(ReadOnlyError):
+        ro.append(1, "z")
+    ro.close()
+    assert {p.name: p.read_bytes() for p in Path(d).iterdir()} == before
+
+
+def test_second_opener_is_refused_in_process_and_across_processes(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    j = Journal.open(d, SMALL)
+    with pytest.raises(DirectoryLockedError):
+        Journal.open(d, SMALL)
+    code = ("import sys\nfrom journal import Journal, DirectoryLockedError\n"
+            "try:\n    Journal.open(sys.argv[1])\nexcept DirectoryLockedError:\n    sys.exit(3)\n")
+    assert subprocess.run([sys.executable, "-c", code, d]).returncode == 3
+    j.close()
+    assert subprocess.run([sys.executable, "-c", code, d]).returncode == 0
+
+
+def test_lock_released_when_holder_dies(tmp_path: Path) -> None:
+    d = str(tmp_path / "j")
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import sys,time\nfrom journal import Journal\n"
+                              "Journal.open(sys.argv[1]); print('ok', flush=True); time.sleep(60)",
+                              d], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline().strip() == b"ok"
+    child.kill()
+    child.wait()
+    Journal.open(d, SMALL).close()
+
+
+def test_many_threads_share_group_commit(tmp_path: Path) -> None:
+    with Journal.open(str(tmp_path / "j"), JournalOptions(segment_size=1 << 20)) as j:
+        def work(n: int) -> None:
+            for i in range(100):
+                j.append(1, [n, i]).wait()
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        st = j.statistics()
+        assert st.records == 1600 and st.durable_lsn == 1600
+        assert st.fsyncs < 1600  # batches formed
+        per = {}
+        for r in j.records():
+            n, i = r.payload
+            assert per.get(n, -1) == i - 1
+            per[n] = i
+
+
+def test_asyncio_tasks_await_tickets(tmp_path: Path) -> None:
+    with Journal.open(str(tmp_path / "j"), JournalOptions(segment_size=1 << 20)) as j:
+        async def main() -> int:
+            async def one(i: int) -> int:
+                t = j.append(1, i)
+                await t
+                assert t.done()
+                return t.lsn
+            lsns = await asyncio.gather(*(one(i) for i in range(256)))
+            return len(set(lsns))
+        assert asyncio.run(main()) == 256
+
+
+def test_fail_stop_after_fsync_error() -> None:
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    j.append(1, "durable").wait()
+    fs.fail_at = fs.op_count + 2  # the pwrite succeeds, its fdatasync fails
+    t = j.append(1, "lost")
+    with pytest.raises(JournalFailedError):
+        t.wait(5)
+    with pytest.raises(JournalFailedError):
+        j.append(1, "refused")
+    j.close()
+    after = Journal.open("/j", SMALL, fs=fs.crash())
+    assert [r.payload for r in after.records()] == ["durable"]
+    after.close()
+
+
+def test_reclaim_deletes_dead_segments_and_tombstones_outlive_targets() -> None:
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    adds = [j.append(1, {"m": i, "pad": "p" * 200}) for i in range(120)]
+    acks = [j.append(2, {"ack": i}) for i in range(120)]
+    j.wait_durable()
+    segs_before = len(j.segments())
+    for a, k in zip(adds, acks):
+        j.mark_dead_after(k.location, [a.location])
+    assert len(j.segments()) == segs_before  # acks are pinned while targets exist
+    j.mark_dead([a.location for a in adds])
+    assert len(j.segments()) == 1  # everything reclaimed but the active segment
+    j.close()
+    reopened = Journal.open("/j", SMALL, fs=fs.crash())
+    assert all(r.kind != 1 for r in reopened.records())  # no add survives without its ack
+    reopened.close()
+
+
+def test_corruption_in_sealed_segment_is_refused_with_file_and_offset(tmp_path: Path) -> None:
+    d = tmp_path / "j"
+    with Journal.open(str(d), SMALL) as j:
+        ts = [j.append(1, "r" * 100) for _ in range(200)]
+        ts[-1].wait()
+        victim = ts[3].location
+    seg = sorted(d.glob("*.seg"))[0]
+    raw = bytearray(seg.read_bytes())
+    raw[victim.offset + 40] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(CorruptJournalError) as err:
+        Journal.open(str(d), SMALL)
+    assert err.value.path == str(seg) and err.value.offset == victim.offset
+    with Journal.open(str(d), JournalOptions(segment_size=8192, salvage=True)) as j:
+        assert len(j.report.skipped) == 1
+        assert j.report.skipped[0].start == victim.offset
+        assert len(list(j.records())) == 199
+
+
+def test_torn_tail_is_truncated_and_reported() -> None:
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    j.append(1, "a").wait()
+    j.append(1, "b" * 2000).wait()
+    j.close()
+    seg = [p for p in fs.snapshot() if p.endswith(".seg")][0]
+    data = fs.snapshot()[seg]
+    h = fs.open(seg)
+    fs.pwrite(h, b"\xAB" * 700, 64 + 38 + 600)  # tear into the second record
+    fs.fdatasync(h)
+    j = Journal.open("/j", SMALL, fs=fs)
+    assert j.report.torn_bytes > 0 and j.report.torn_offset == 64 + 38
+    assert [r.payload for r in j.records()] == ["a"]
+    assert data != fs.snapshot()[seg]
+    j.append(1, "c").wait()
+    j.close()
+    j = Journal.open("/j", SMALL, fs=fs)
+    assert [r.payload for r in j.records()] == ["a", "c"] and j.report.torn_bytes == 0
+    j.close()
+
+
+def test_io_error_at_open_is_typed(tmp_path: Path) -> None:
+    from journal import JournalIOError
+    fs = SimulatedFileSystem(fail_at=2, fail_errno=errno.ENOSPC)
+    with pytest.raises(JournalIOError) as err:
+        Journal.open("/j", SMALL, fs=fs)
+    assert err.value.errno == errno.ENOSPC
