@@ -14,7 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import msgpack
 
@@ -108,6 +108,10 @@ class Journal:
         self._next_lsn = 1
         self._durable_lsn = 0
         self._lock_handle: Optional[int] = None
+        self._writable = False
+        self._writer_idle = False
+        self._max_frame = options.max_frame()
+        self._lead: Optional[Callable[[Batch], None]] = None
         self._writer: Optional[GroupCommitWriter] = None
         self._active: SegmentInfo
         self.liveness = Liveness(self)
@@ -182,6 +186,8 @@ class Journal:
             self._writer = GroupCommitWriter(self, opts.sync_policy == "sync", opts.batch_bytes,
                                              opts.max_delay_ms / 1000.0)
             self._writer.current = self._active if self._active.handle >= 0 else None
+            self._lead = self._writer.lead
+            self._writable = True
             self._writer.start()
 
     def _reserve_segment(self, sequence: int) -> SegmentInfo:
@@ -203,7 +209,48 @@ class Journal:
             RecordTooLargeError: the frame exceeds ``max_frame()``; nothing written.
             JournalFailedError: the journal is fail-stopped. JournalClosedError, ReadOnlyError.
         """
-        return self.append_many(((kind, payload),))
+        if kind.__class__ is not int or not 0 < kind < 256:
+            check_kind(kind)
+        data = pack(payload)
+        flen = len(data) + FRAME_OVERHEAD
+        if flen > self._max_frame:
+            raise RecordTooLargeError(flen, self._max_frame)
+        with self._lock:
+            if not self._writable or self._open.nbytes > self._options.max_pending_bytes:
+                self._admit()
+            seg = self._active
+            if seg.end + flen > self._options.segment_size:
+                seg = self._roll()
+            lsn = self._next_lsn
+            self._next_lsn = lsn + 1
+            off = seg.end
+            batch = self._open
+            batch.frames.append((seg.sequence, off,
+                                 encode_frame(kind, lsn, seg.generation, self._durable_lsn,
+                                              data)))
+            batch.nbytes += flen
+            batch.last_lsn = lsn
+            seg.end = off + flen
+            seg.count += 1
+            seg.total_bytes += flen
+            seg.last_lsn = lsn
+            if self._writer_idle and (self._lead is None or
+                                      batch.nbytes >= self._options.batch_bytes):
+                self._work.notify()
+        return Ticket(lsn, Location(seg.sequence, off, flen), batch, self)
+
+    def _admit(self) -> None:
+        """Slow path of an append (lock held): refuse when not writable, wait for space."""
+        self._check_writable()
+        while self._open.nbytes > self._options.max_pending_bytes and self._failure is None:
+            self._work.notify()
+            self._space.wait()
+        self._check_writable()
+
+    def _roll(self) -> SegmentInfo:
+        seg = self._active = self._reserve_segment(
+            (self._active.sequence // SEQUENCE_STRIDE + 1) * SEQUENCE_STRIDE)
+        return seg
 
     def append_many(self, records: Iterable[Tuple[int, Any]]) -> Ticket:
         """Append records in order, as one unit of waiting: the ticket completes when all are
@@ -215,43 +262,54 @@ class Journal:
         encoded = [(check_kind(kind), pack(payload)) for kind, payload in records]
         if not encoded:
             raise InvalidRecordError("append_many needs at least one record")
-        limit = self._options.max_frame()
         for _kind, data in encoded:
-            if len(data) + FRAME_OVERHEAD > limit:
-                raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, limit)
+            if len(data) + FRAME_OVERHEAD > self._max_frame:
+                raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
         with self._lock:
-            self._check_writable()
-            while self._open.nbytes > self._options.max_pending_bytes and self._failure is None:
-                self._space.wait()
-            self._check_writable()
-            return self._place(encoded)
+            self._admit()
+            batch = self._open
+            locations: List[Location] = []
+            lsn = self._next_lsn
+            for kind, data in encoded:
+                flen = len(data) + FRAME_OVERHEAD
+                seg = self._active
+                if seg.end + flen > self._options.segment_size:
+                    seg = self._roll()
+                batch.frames.append((seg.sequence, seg.end,
+                                     encode_frame(kind, lsn, seg.generation, self._durable_lsn,
+                                                  data)))
+                locations.append(Location(seg.sequence, seg.end, flen))
+                seg.end += flen
+                seg.count += 1
+                seg.total_bytes += flen
+                seg.last_lsn = lsn
+                batch.nbytes += flen
+                lsn += 1
+            self._next_lsn = lsn
+            batch.last_lsn = lsn - 1
+            if self._writer_idle:
+                self._work.notify()
+        return Ticket(lsn - 1, locations, batch, self)
 
-    def _place(self, encoded: List[Tuple[int, bytes]]) -> Ticket:
-        batch, seg = self._open, self._active
-        size, synced = self._options.segment_size, self._durable_lsn
-        locations: List[Location] = []
-        lsn = self._next_lsn
-        for kind, data in encoded:
-            flen = len(data) + FRAME_OVERHEAD
-            if seg.end + flen > size:
-                seg = self._active = self._reserve_segment(
-                    (seg.sequence // SEQUENCE_STRIDE + 1) * SEQUENCE_STRIDE)
-            frame = encode_frame(kind, lsn, seg.generation, synced, data)
-            batch.frames.append((seg.sequence, seg.end, frame))
-            locations.append(Location(seg.sequence, seg.end, flen))
-            seg.end += flen
-            seg.count += 1
-            seg.total_bytes += flen
-            seg.last_lsn = lsn
-            batch.nbytes += flen
-            lsn += 1
-        self._next_lsn = lsn
-        batch.last_lsn = lsn - 1
-        self._work.notify()
-        return Ticket(lsn - 1, locations, batch)
+    def _before_wait(self, batch: Batch) -> None:
+        """A thread is about to wait for ``batch``: flush it here when nobody is flushing
+        (leader-based group commit), else make sure the writer thread is awake."""
+        if self._lead is not None:
+            self._lead(batch)
+        else:
+            self._kick()
+
+    def _kick(self) -> None:
+        """Wake the writer thread if it is idle and records are pending. (An unlocked read of
+        the flag is safe: a writer not idle looks for pending records before it sleeps.)"""
+        if not self._writer_idle:
+            return
+        with self._lock:
+            if self._writer_idle and self._open.frames:
+                self._work.notify()
 
     def _check_writable(self) -> None:
-        if self._closed:
+        if self._closed or self._stopping:
             raise JournalClosedError()
         if self._options.read_only:
             raise ReadOnlyError(self._dir)
@@ -267,8 +325,10 @@ class Journal:
         error = JournalIOError(self._dir, "write or fsync", exc)
         with self._lock:
             self._failure = error
+            self._writable = False
             later, self._open = self._open, Batch()
             self._space.notify_all()
+            self._work.notify_all()
         batch.complete(error)
         later.complete(error)
 
@@ -285,6 +345,8 @@ class Journal:
             if self._failure is not None:
                 raise JournalFailedError(self._failure)
             batch = self._open if self._open.frames else None
+            if batch is not None and self._writer_idle:
+                self._work.notify()
         return batch.wait(timeout) if batch is not None else True
 
     # -- reading -----------------------------------------------------------------------------
@@ -391,6 +453,7 @@ class Journal:
             return
         with self._lock:
             self._stopping = True
+            self._writable = False
             self._work.notify_all()
         if self._writer is not None:
             self._writer.join()

@@ -126,10 +126,10 @@ def _scan_segment(fs: FileSystem, info: SegmentInfo, buf: bytes, max_frame: int,
     start = SEGMENT_HEADER_SIZE
     while True:
         scan = scan_frames(buf, info.generation, max_frame, start, min_lsn)
-        for off, head in scan.frames:
-            info.count += 1
-            info.total_bytes += head.frame_len
-            info.last_lsn = min_lsn = head.lsn
+        if scan.frames:
+            info.count += len(scan.frames)
+            info.total_bytes += sum(f.frame_len for f in scan.frames)
+            info.last_lsn = min_lsn = scan.frames[-1].lsn
         info.end = info.written = scan.end
         if scan.bad_offset is None and not scan.nonzero_tail:
             break

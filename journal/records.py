@@ -7,7 +7,6 @@ bytes (msgpack turns one byte into up to about 70 bytes of Python objects; REFER
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
 
 import msgpack
@@ -34,9 +33,8 @@ def unpack_payload(data: bytes) -> Any:
         raise InvalidRecordError(f"payload is not valid msgpack: {exc}") from exc
 
 
-@dataclass(frozen=True)
 class Record:
-    """One record read from the journal.
+    """One record read from the journal (immutable by convention; ``__slots__`` for speed).
 
     Attributes:
         lsn: log sequence number.
@@ -46,11 +44,25 @@ class Record:
         synced_lsn: the highest LSN durable when this record was written.
     """
 
-    lsn: int
-    kind: int
-    data: bytes
-    location: Location
-    synced_lsn: int = 0
+    __slots__ = ("lsn", "kind", "data", "location", "synced_lsn")
+
+    def __init__(self, lsn: int, kind: int, data: bytes, location: Location,
+                 synced_lsn: int = 0) -> None:
+        self.lsn = lsn
+        self.kind = kind
+        self.data = data
+        self.location = location
+        self.synced_lsn = synced_lsn
+
+    def __repr__(self) -> str:
+        return (f"Record(lsn={self.lsn}, kind={self.kind}, location={self.location}, "
+                f"{len(self.data)} payload bytes)")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Record) and (self.lsn, self.kind, self.data, self.location) == \
+            (other.lsn, other.kind, other.data, other.location)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def payload(self) -> Any:
@@ -94,8 +106,13 @@ def _iter_extent(fs: FileSystem, info: SegmentInfo, start: int, end: int, max_fr
         if not chunk:
             break
         off += len(chunk)
-        for foff, _head, frame in decoder.feed(chunk):
-            yield Record.from_frame(frame, Location(info.sequence, foff, len(frame)))
+        base = decoder.offset
+        frames, buf = decoder.feed(chunk)
+        seq = info.sequence
+        for f in frames:
+            rel = f.offset - base
+            yield Record(f.lsn, f.kind, buf[rel + FRAME_HEADER_SIZE:rel + f.frame_len - 4],
+                         Location(seq, f.offset, f.frame_len), f.synced_lsn)
         if decoder.error:
             break
     decoder.close()

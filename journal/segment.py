@@ -10,11 +10,13 @@ valid frames after a damaged one, which decides between a torn tail and corrupti
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field
 from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
 
-from journal.format import (FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, FrameHeader,
-                            check_frame, peek_frame)
+from journal.crc import crc32c
+from journal.format import (FRAME_HEADER, FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE,
+                            FrameHeader, check_frame, peek_frame)
 
 SEGMENT_SUFFIX = ".seg"
 TMP_SUFFIX = ".seg.tmp"
@@ -86,19 +88,82 @@ class SegmentInfo:
         return self.total_bytes - self.dead_bytes
 
 
+class FrameInfo(NamedTuple):
+    """A valid frame found by a scan: its file offset and fixed fields."""
+
+    offset: int
+    frame_len: int
+    kind: int
+    lsn: int
+    synced_lsn: int
+
+
+NEED_MORE = "need more bytes"
+ZERO_END = "zero length: end of written data"
+_HEAD = FRAME_HEADER.unpack_from
+_U32 = struct.Struct("<I").unpack_from
+
+
+def decode_run(buf: bytes, pos: int, end: int, generation: int, max_frame: int,
+               last_lsn: int, base: int = 0) -> Tuple[List[FrameInfo], int, str, int]:
+    """Decode the valid frames of ``buf[pos:end]``: the one frame-validation loop.
+
+    Args:
+        buf: bytes holding frames; ``base`` is the file offset of ``buf[0]``.
+        pos, end: the range to decode.
+        generation, max_frame: what a valid frame must carry and not exceed.
+        last_lsn: every LSN must exceed this and the previous frame's.
+
+    Returns:
+        (frames with file offsets, position where decoding stopped, status, last LSN); status
+        is ``NEED_MORE`` (the next frame is not complete in the range), ``ZERO_END`` (a zero
+        length: the never-written rest), or the reason the frame at the stop is invalid.
+    """
+    frames: List[FrameInfo] = []
+    view = memoryview(buf)
+    status = NEED_MORE
+    while end - pos >= 4:
+        flen = _U32(buf, pos)[0]
+        if flen == 0:
+            status = ZERO_END
+            break
+        if flen < FRAME_OVERHEAD or flen > max_frame:
+            status = f"bad frame length {flen}"
+            break
+        if end - pos < flen:
+            break
+        _l, kind, flags, reserved, lsn, gen, synced = _HEAD(buf, pos)
+        if kind == 0 or flags or reserved:
+            status = "bad kind or flags"
+            break
+        if gen != generation:
+            status = "generation mismatch (stale or foreign frame)"
+            break
+        if crc32c(view[pos:pos + flen - 4]) != _U32(buf, pos + flen - 4)[0]:
+            status = "crc mismatch"
+            break
+        if lsn <= last_lsn:
+            status = f"lsn {lsn} not above previous {last_lsn}"
+            break
+        frames.append(FrameInfo(base + pos, flen, kind, lsn, synced))
+        last_lsn = lsn
+        pos += flen
+    return frames, pos, status, last_lsn
+
+
 @dataclass
 class ScanResult:
     """What ``scan_frames`` found.
 
     Attributes:
-        frames: (offset, header) of every valid frame, in order.
+        frames: every valid frame, in order.
         end: offset just past the last valid frame.
         bad_offset: offset of the first invalid frame, or ``None`` if the scan ended cleanly.
         bad_reason: why that frame is invalid.
         nonzero_tail: whether any byte after ``end`` is nonzero (meaningful when clean).
     """
 
-    frames: List[Tuple[int, FrameHeader]]
+    frames: List[FrameInfo]
     end: int
     bad_offset: Optional[int] = None
     bad_reason: str = ""
@@ -107,41 +172,29 @@ class ScanResult:
 
 def scan_frames(buf: bytes, generation: int, max_frame: int,
                 start: int = SEGMENT_HEADER_SIZE, min_lsn: int = 0) -> ScanResult:
-    """Walk and fully validate the frames of one segment held in ``buf``.
+    """Walk and fully validate the frames of one whole segment held in ``buf``.
 
     Args:
         buf: the segment's bytes (whole file).
         generation: the segment's generation id.
         max_frame: largest valid frame length in bytes.
         start: offset of the first frame.
-        min_lsn: every LSN must exceed this and the previous frame's LSN.
+        min_lsn: every LSN must exceed this and the previous frame's.
 
     Returns:
-        A ``ScanResult``; a zero ``frame_len`` (or the end of ``buf``) ends the scan cleanly.
+        A ``ScanResult``; a zero ``frame_len`` or the end of ``buf`` ends the scan cleanly, an
+        incomplete frame at the end of ``buf`` is a "truncated frame".
     """
-    frames: List[Tuple[int, FrameHeader]] = []
-    off, last = start, min_lsn
-    n = len(buf)
-    while off < n:
-        remaining = n - off
-        if remaining >= 4 and int.from_bytes(buf[off:off + 4], "little") == 0:
-            break
-        if remaining < FRAME_HEADER_SIZE:
-            if any_nonzero(memoryview(buf)[off:]):
-                return ScanResult(frames, off, off, "truncated frame header")
-            break
-        head = peek_frame(buf, off)
-        assert head is not None
-        reason = check_frame(buf, off, generation, max_frame)
-        if reason is None and head.lsn <= last:
-            reason = f"lsn {head.lsn} not above previous {last}"
-        if reason is not None:
-            return ScanResult(frames, off, off, reason)
-        frames.append((off, head))
-        last = head.lsn
-        off += head.frame_len
-    tail = memoryview(buf)[off:]
-    return ScanResult(frames, off, nonzero_tail=tail.nbytes > 0 and any_nonzero(tail))
+    frames, pos, status, _last = decode_run(buf, start, len(buf), generation, max_frame,
+                                            min_lsn)
+    if status == NEED_MORE:
+        if pos < len(buf) and any_nonzero(memoryview(buf)[pos:]):
+            return ScanResult(frames, pos, pos, "truncated frame")
+        return ScanResult(frames, pos)
+    if status != ZERO_END:
+        return ScanResult(frames, pos, pos, status)
+    tail = memoryview(buf)[pos:]
+    return ScanResult(frames, pos, nonzero_tail=any_nonzero(tail))
 
 
 def any_nonzero(view: memoryview) -> bool:
@@ -210,47 +263,30 @@ class FrameDecoder:
                  min_lsn: int = 0) -> None:
         self._gen = generation
         self._max = max_frame
-        self._buf = bytearray()
+        self._carry = b""
         self._last = min_lsn
         self.offset = offset
         self.finished = False
         self.error: Optional[Tuple[int, str]] = None
 
-    def feed(self, data: bytes) -> List[Tuple[int, FrameHeader, bytes]]:
-        """Add bytes; return the frames completed by them as (offset, header, frame bytes)."""
-        out: List[Tuple[int, FrameHeader, bytes]] = []
+    def feed(self, data: bytes) -> Tuple[List[FrameInfo], bytes]:
+        """Add bytes; return the frames they complete and the buffer those frames are in
+        (``frame.offset - base`` indexes it, where ``base`` is ``self.base`` before the call)."""
         if self.finished or self.error:
-            return out
-        self._buf += data
-        buf = self._buf
-        pos = 0
-        while len(buf) - pos >= 4:
-            flen = int.from_bytes(buf[pos:pos + 4], "little")
-            if flen == 0:
-                self.finished = True
-                break
-            if flen < FRAME_OVERHEAD or flen > self._max:
-                self.error = (self.offset, f"bad frame length {flen}")
-                break
-            if len(buf) - pos < flen:
-                break
-            reason = check_frame(buf, pos, self._gen, self._max)
-            head = peek_frame(buf, pos)
-            assert head is not None
-            if reason is None and head.lsn <= self._last:
-                reason = f"lsn {head.lsn} not above previous {self._last}"
-            if reason is not None:
-                self.error = (self.offset, reason)
-                break
-            out.append((self.offset, head, bytes(buf[pos:pos + flen])))
-            self._last = head.lsn
-            self.offset += flen
-            pos += flen
-        del buf[:pos]
-        return out
+            return [], b""
+        buf = self._carry + data if self._carry else data
+        self.base = self.offset
+        frames, pos, status, self._last = decode_run(buf, 0, len(buf), self._gen, self._max,
+                                                     self._last, self.offset)
+        self.offset += pos
+        if status == ZERO_END:
+            self.finished = True
+        elif status != NEED_MORE:
+            self.error = (self.offset, status)
+        self._carry = bytes(buf[pos:]) if status == NEED_MORE else b""
+        return frames, buf
 
     def close(self) -> None:
         """Declare the end of input: leftover bytes that are not zeros are a truncated frame."""
-        if not self.finished and self.error is None and any(self._buf):
-            self.error = (self.offset, "truncated frame" if len(self._buf) >= FRAME_HEADER_SIZE
-                          else "truncated frame header")
+        if not self.finished and self.error is None and any(self._carry):
+            self.error = (self.offset, "truncated frame")

@@ -3,14 +3,14 @@
 Every append joins the currently open ``Batch``; the group-commit writer takes the whole batch,
 writes it with one write and one fdatasync per segment, then completes it. Threads wait on the
 batch's own ``threading.Event`` (so a flush wakes exactly the waiters of that batch), and asyncio
-tasks await futures that are resolved with one ``call_soon_threadsafe`` per event loop per batch.
+tasks await one future per event loop per batch, resolved with one ``call_soon_threadsafe``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from typing import Dict, Generator, List, Optional, Tuple
+from typing import Any, Dict, Generator, List, Optional, Tuple, Union
 
 from journal.errors import JournalFailedError
 from journal.segment import Location
@@ -34,7 +34,7 @@ class Batch:
         self._event = threading.Event()
         self._error: Optional[BaseException] = None
         self._lock = threading.Lock()
-        self._loops: Dict[asyncio.AbstractEventLoop, List["asyncio.Future[None]"]] = {}
+        self._loops: Dict[asyncio.AbstractEventLoop, "asyncio.Future[None]"] = {}
 
     def done(self) -> bool:
         """Whether the batch is complete (durable, or failed)."""
@@ -46,9 +46,9 @@ class Batch:
             self._error = error
             self._event.set()
             loops, self._loops = self._loops, {}
-        for loop, futures in loops.items():
+        for loop, fut in loops.items():
             try:
-                loop.call_soon_threadsafe(_resolve, futures, error)
+                loop.call_soon_threadsafe(_resolve, fut, error)
             except RuntimeError:  # the loop was closed; nobody waits there any more
                 pass
 
@@ -65,25 +65,27 @@ class Batch:
         return True
 
     def future(self) -> "asyncio.Future[None]":
-        """An asyncio future of the running loop, resolved when the batch completes."""
+        """The future of the running loop for this batch, resolved when the batch completes
+        (one future per loop per batch, shared by every task awaiting the batch there)."""
         loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
         with self._lock:
             if not self._event.is_set():
-                self._loops.setdefault(loop, []).append(fut)
+                fut = self._loops.get(loop)
+                if fut is None:
+                    fut = self._loops[loop] = loop.create_future()
                 return fut
-        _resolve([fut], self._error)
+        fut = loop.create_future()
+        _resolve(fut, self._error)
         return fut
 
 
-def _resolve(futures: List["asyncio.Future[None]"], error: Optional[BaseException]) -> None:
-    for fut in futures:
-        if fut.done():
-            continue
-        if error is None:
-            fut.set_result(None)
-        else:
-            fut.set_exception(JournalFailedError(error))
+def _resolve(fut: "asyncio.Future[None]", error: Optional[BaseException]) -> None:
+    if fut.done():
+        return
+    if error is None:
+        fut.set_result(None)
+    else:
+        fut.set_exception(JournalFailedError(error))
 
 
 class Ticket:
@@ -91,25 +93,32 @@ class Ticket:
 
     Attributes:
         lsn: the record's LSN (for a batch append, the last record's).
-        location: where the record is (segment, offset, length); for a batch append, the last.
-        locations: the locations of every record of the call, in order.
 
     ``wait()`` blocks a thread; ``await ticket`` suspends a task; both raise
     ``JournalFailedError`` when the write or fsync covering the record failed, in which case the
     record is not durable and never will be reported so.
     """
 
-    __slots__ = ("lsn", "locations", "_batch")
+    __slots__ = ("lsn", "_locs", "_batch", "_journal")
 
-    def __init__(self, lsn: int, locations: List[Location], batch: Batch) -> None:
+    def __init__(self, lsn: int, locations: Union[Location, List[Location]], batch: Batch,
+                 journal: Any = None) -> None:
         self.lsn = lsn
-        self.locations = locations
+        self._locs = locations
         self._batch = batch
+        self._journal = journal
 
     @property
     def location(self) -> Location:
-        """Location of the (last) record of this ticket."""
-        return self.locations[-1]
+        """Location (segment, offset, length) of the (last) record of this ticket."""
+        locs = self._locs
+        return locs[-1] if isinstance(locs, list) else locs
+
+    @property
+    def locations(self) -> List[Location]:
+        """The locations of every record of the call, in order."""
+        locs = self._locs
+        return locs if isinstance(locs, list) else [locs]
 
     def done(self) -> bool:
         """Whether the fsync covering this ticket finished (successfully or not)."""
@@ -117,8 +126,15 @@ class Ticket:
 
     def wait(self, timeout: Optional[float] = None) -> bool:
         """Wait until durable. Returns ``False`` on timeout (seconds); raises
-        ``JournalFailedError`` if the batch failed."""
-        return self._batch.wait(timeout)
+        ``JournalFailedError`` if the batch failed. When no flush is under way the calling
+        thread flushes the batch itself (leader-based group commit)."""
+        batch = self._batch
+        if not batch.done() and self._journal is not None:
+            self._journal._before_wait(batch)
+        return batch.wait(timeout)
 
-    def __await__(self) -> Generator[None, None, None]:
-        return self._batch.future().__await__()
+    def __await__(self) -> Generator[Any, None, None]:
+        batch = self._batch
+        if not batch.done() and self._journal is not None:
+            self._journal._kick()
+        return batch.future().__await__()

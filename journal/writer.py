@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from journal.journal import Journal
 
 ZERO_CHUNK = 1 << 20
+IDLE_POLL_S = 0.002  # an idle writer looks for records nobody waits on this often
 
 
 def new_generation() -> int:
@@ -79,10 +80,15 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
 
 
 class GroupCommitWriter:
-    """The writer thread of one journal (internal).
+    """The writer of one journal (internal): a thread, plus leader flushes by waiting callers.
+
+    A batch is flushed by whoever holds ``_flush_lock`` first: the writer thread, or (policy
+    ``sync``, no gathering delay) a thread waiting on a ticket whose batch nobody has taken yet,
+    which then flushes it itself and saves the hand-off to the writer thread. Batches are taken
+    and flushed under ``_flush_lock``, so they reach the disk in LSN order.
 
     Args:
-        journal: the owning journal; the writer uses its lock, condition, segment table and fs.
+        journal: the owning journal; the writer uses its lock, conditions, segment table, fs.
         sync: fdatasync every batch (``True``, policy ``sync``) or leave it to the OS (``async``).
         batch_bytes: flush as soon as this many bytes are pending.
         max_delay_s: how long to gather a batch before flushing (0 flushes at once; batches
@@ -95,10 +101,12 @@ class GroupCommitWriter:
         self._sync = sync
         self._batch_bytes = batch_bytes
         self._max_delay = max_delay_s
+        self._flush_lock = threading.Lock()
         self.batches = 0
         self.records = 0
         self.fsyncs = 0
         self.current: Optional[SegmentInfo] = None
+        self.lead = self._lead if sync and max_delay_s <= 0 else None
         self._thread = threading.Thread(target=self._run, name="mqstore-journal-writer",
                                         daemon=True)
 
@@ -110,13 +118,25 @@ class GroupCommitWriter:
         """Wait for the thread to end (after the journal asked it to stop)."""
         self._thread.join(timeout)
 
+    def _run(self) -> None:
+        j = self._j
+        while True:
+            with j._lock:
+                while not j._open.frames and not j._stopping and j._failure is None:
+                    j._writer_idle = True
+                    j._work.wait(IDLE_POLL_S)
+                j._writer_idle = False
+                if j._failure is not None or (j._stopping and not j._open.frames):
+                    return
+            with self._flush_lock:
+                batch = self._take()
+                if batch is not None:
+                    self._flush_and_complete(batch)
+
     def _take(self) -> Optional[Batch]:
+        """Swap out the open batch (after the gathering delay); ``None`` when empty."""
         j = self._j
         with j._lock:
-            while not j._open.frames and not j._stopping:
-                j._work.wait()
-            if not j._open.frames:
-                return None
             if self._max_delay > 0 and not j._stopping:
                 deadline = time.monotonic() + self._max_delay
                 while j._open.nbytes < self._batch_bytes and not j._stopping:
@@ -124,24 +144,40 @@ class GroupCommitWriter:
                     if left <= 0:
                         break
                     j._work.wait(left)
+            if not j._open.frames or j._failure is not None:
+                return None
             batch, j._open = j._open, Batch()
             j._space.notify_all()
             return batch
 
-    def _run(self) -> None:
-        while True:
-            batch = self._take()
-            if batch is None:
-                return
-            try:
-                self.flush(batch)
-            except OSError as exc:
-                self._j._fail(exc, batch)
-                return
-            self._j._mark_durable(batch.last_lsn)
-            self.batches += 1
-            self.records += len(batch.frames)
-            batch.complete()
+    def _lead(self, batch: Batch) -> None:
+        """Flush ``batch`` in the calling thread if nobody has taken it and nobody is flushing."""
+        if not self._flush_lock.acquire(blocking=False):
+            return
+        try:
+            j = self._j
+            with j._lock:
+                if j._open is not batch or j._failure is not None:
+                    return
+                j._open = Batch()
+                j._space.notify_all()
+            self._flush_and_complete(batch)
+        finally:
+            self._flush_lock.release()
+        with j._lock:  # records that arrived meanwhile: their waiters may not lead
+            if j._open.frames and j._writer_idle:
+                j._work.notify()
+
+    def _flush_and_complete(self, batch: Batch) -> None:
+        try:
+            self.flush(batch)
+        except OSError as exc:
+            self._j._fail(exc, batch)
+            return
+        self._j._mark_durable(batch.last_lsn)
+        self.batches += 1
+        self.records += len(batch.frames)
+        batch.complete()
 
     def flush(self, batch: Batch) -> None:
         """Write and sync one batch: the durability order of the journal.

@@ -39,8 +39,8 @@ def test_frame_round_trip(kind: int, lsn: int, payload: object) -> None:
     buf = SegmentHeader(1, GEN, 0, 1).encode() + frame
     scan = scan_frames(buf, GEN, MAX)
     assert scan.bad_offset is None and len(scan.frames) == 1
-    off, head = scan.frames[0]
-    rec = Record.from_frame(frame, Location(1, off, head.frame_len))
+    info = scan.frames[0]
+    rec = Record.from_frame(frame, Location(1, info.offset, info.frame_len))
     assert (rec.kind, rec.lsn, rec.synced_lsn) == (kind, lsn, lsn - 1)
     assert rec.payload == payload
 
@@ -69,9 +69,9 @@ def test_decoding_whole_and_byte_by_byte_agree(records: list, data: st.DataObjec
     dec = FrameDecoder(GEN, MAX)
     got = []
     for i in range(SEGMENT_HEADER_SIZE, len(part)):
-        got += dec.feed(part[i:i + 1])
+        got += dec.feed(part[i:i + 1])[0]
     dec.close()
-    assert [(o, h) for o, h, _ in got] == one.frames
+    assert got == one.frames
     assert (dec.error[0] if dec.error else None) == one.bad_offset
     assert len(whole.frames) == len(records)
 
@@ -80,25 +80,25 @@ def test_every_bit_flip_is_detected() -> None:
     buf = segment([(1, {"a": 1}), (2, b"xyz" * 5), (3, "text")])
     clean = scan_frames(buf, GEN, MAX)
     frames_end = clean.end
-    good = {(o, h.lsn) for o, h in clean.frames}
+    good = {(f.offset, f.lsn) for f in clean.frames}
     for i in range(SEGMENT_HEADER_SIZE * 8, frames_end * 8):
         bad = bytearray(buf)
         bad[i // 8] ^= 1 << (i % 8)
         scan = scan_frames(bytes(bad), GEN, MAX)
         # no frame covering the flipped byte is ever accepted
-        for off, head in scan.frames:
-            assert not off <= i // 8 < off + head.frame_len
-            assert (off, head.lsn) in good
+        for f in scan.frames:
+            assert not f.offset <= i // 8 < f.offset + f.frame_len
+            assert (f.offset, f.lsn) in good
         assert scan.bad_offset is not None or scan.nonzero_tail or len(scan.frames) < 3
 
 
 def test_every_truncation_is_detected() -> None:
     buf = segment([(1, list(range(10))), (2, b"\x00" * 40), (3, {"k": "v"})])
     clean = scan_frames(buf, GEN, MAX)
-    ends = {o + h.frame_len for o, h in clean.frames}
+    ends = {f.offset + f.frame_len for f in clean.frames}
     for cut in range(SEGMENT_HEADER_SIZE, clean.end):
         scan = scan_frames(buf[:cut], GEN, MAX)
-        assert all(o + h.frame_len <= cut for o, h in scan.frames)
+        assert all(f.offset + f.frame_len <= cut for f in scan.frames)
         if cut not in ends and cut != SEGMENT_HEADER_SIZE:
             assert scan.bad_offset is not None, cut
 
