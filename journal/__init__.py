@@ -13,7 +13,7 @@ from journal.fs import FileSystem, OsFileSystem
 from journal.journal import Journal, JournalOptions, JournalStatistics
 from journal.opening import OpenReport, SkippedRange
 from journal.records import Record, unpack_payload
-from journal.segment import Location
+from journal.segment import Location, SegmentSummary
 from journal.simfs import SimulatedFileSystem
 from journal.tickets import Ticket
 
@@ -22,5 +22,5 @@ __all__ = [
     "InvalidRecordError", "Journal", "JournalClosedError", "JournalError", "JournalFailedError",
     "JournalIOError", "JournalOptions", "JournalStatistics", "Location", "MqStoreError",
     "OpenReport", "OsFileSystem", "ReadOnlyError", "Record", "RecordTooLargeError",
-    "SimulatedFileSystem", "SkippedRange", "Ticket", "unpack_payload",
+    "SegmentSummary", "SimulatedFileSystem", "SkippedRange", "Ticket", "unpack_payload",
 ]

@@ -136,12 +136,18 @@ def compact(journal: "Journal", force: bool) -> CompactionReport:
     opts = j._options
     with j._lock:
         j._check_writable()
-        inputs = [s for s in sorted(j._segments.values(), key=lambda s: s.sequence)
-                  if s.sealed and s is not j._active and s.handle >= 0]
+        inputs = []
+        for s in sorted(j._segments.values(), key=lambda s: s.sequence):
+            if not (s.sealed and s is not j._active and s.handle >= 0 and
+                    j.liveness.below_horizon(s)):
+                break  # inputs are a run from the oldest: outputs must sort before the rest
+            inputs.append(s)
         total = sum(s.total_bytes for s in inputs)
         live = sum(s.live_bytes for s in inputs)
         snapshot = {s.sequence: set(s.dead) for s in inputs}
-        limit_seq = j._active.sequence
+        later = [s.sequence for s in j._segments.values() if s.sequence > inputs[-1].sequence] \
+            if inputs else []
+        limit_seq = min(later) if later else j._active.sequence
     if not inputs or live == total:
         return CompactionReport(False, "no sealed segment with dead records")
     if not force and (len(inputs) <= opts.compact_min_files or
@@ -251,6 +257,8 @@ def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[in
         late_dead: List[Location] = []
         for info in inputs:
             del j._segments[info.sequence]
+            for off in info.dead:
+                live.dead_lengths.pop((info.sequence, off), None)
             for off in info.dead - snapshot[info.sequence]:
                 new = by_old.get((info.sequence, off))
                 if new is not None:

@@ -26,7 +26,7 @@ from journal.fs import FileSystem, OsFileSystem
 from journal.liveness import Liveness
 from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
 from journal.records import Record, iter_segment_records
-from journal.segment import Location, SegmentInfo, join, segment_name
+from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from journal.tickets import Batch, Ticket
 from journal.writer import GroupCommitWriter, new_generation
 
@@ -120,13 +120,16 @@ class Journal:
     # -- opening -----------------------------------------------------------------------------
     @classmethod
     def open(cls, directory: str, options: Optional[JournalOptions] = None,
-             fs: Optional[FileSystem] = None) -> "Journal":
+             fs: Optional[FileSystem] = None,
+             trusted: Optional[Iterable[SegmentSummary]] = None) -> "Journal":
         """Open (creating when missing) the journal in ``directory`` and recover its log.
 
         Args:
             directory: the journal directory (created 0700 when missing, unless read-only).
             options: settings; defaults when ``None``.
             fs: the file-system seam; ``OsFileSystem()`` when ``None``.
+            trusted: summaries of sealed segments (from ``catalogue()`` of an earlier open,
+                kept by an index the caller validated): those segments are not scanned again.
 
         Returns:
             The open journal; ``journal.report`` says what recovery found.
@@ -140,7 +143,7 @@ class Journal:
         fs = fs or OsFileSystem()
         journal = cls(fs, directory, options)
         try:
-            journal._open_log()
+            journal._open_log({s.sequence: s for s in trusted or ()})
         except OSError as exc:
             journal._release()
             raise JournalIOError(directory, "open", exc) from exc
@@ -149,7 +152,7 @@ class Journal:
             raise
         return journal
 
-    def _open_log(self) -> None:
+    def _open_log(self, trusted: Dict[int, SegmentSummary]) -> None:
         from journal.compaction import resolve_pending  # compaction builds on this module
 
         start = time.monotonic()
@@ -167,7 +170,7 @@ class Journal:
         pending = resolve_pending(fs, self._dir, opts.read_only)
         paths = list_segment_paths(fs, self._dir, pending.overrides, pending.excluded)
         loaded = load_segments(fs, self._dir, paths, opts.max_frame(), opts.read_only,
-                               opts.salvage)
+                               opts.salvage, trusted)
         for info in loaded.segments:
             self._segments[info.sequence] = info
         last = loaded.segments[-1] if loaded.segments else None
@@ -181,7 +184,7 @@ class Journal:
         self.report = OpenReport(len(loaded.segments), loaded.records, self._next_lsn - 1,
                                  loaded.torn_bytes, loaded.unproven, loaded.torn_offset,
                                  tuple(loaded.skipped), pending.action, pending.removed,
-                                 elapsed_since(start))
+                                 elapsed_since(start), loaded.trusted)
         if not opts.read_only:
             self._writer = GroupCommitWriter(self, opts.sync_policy == "sync", opts.batch_bytes,
                                              opts.max_delay_ms / 1000.0)
@@ -429,6 +432,18 @@ class Journal:
     def next_lsn(self) -> int:
         """The LSN the next append gets."""
         return self._next_lsn
+
+    def catalogue(self) -> List[SegmentSummary]:
+        """Summaries of the sealed segments, for an index to keep and pass back as ``trusted``
+        to a later ``open`` (after checking the index itself)."""
+        with self._lock:
+            return [s.summary() for s in sorted(self._segments.values(), key=lambda s: s.sequence)
+                    if s.sealed and s.handle >= 0]
+
+    @property
+    def durable_lsn(self) -> int:
+        """The highest LSN known durable."""
+        return self._durable_lsn
 
     def segments(self) -> List[SegmentInfo]:
         """The segment table, in sequence order (entries are live objects; do not modify)."""

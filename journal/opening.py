@@ -18,8 +18,8 @@ from journal import seeded_bugs
 from journal.errors import CorruptJournalError
 from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from journal.fs import FileSystem
-from journal.segment import (SegmentInfo, find_valid_frames, join, last_nonzero,
-                             parse_segment_name, scan_frames)
+from journal.segment import (SegmentInfo, SegmentSummary, find_valid_frames, join,
+                             last_nonzero, parse_segment_name, scan_frames)
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class OpenReport:
         compaction: "" or "rolled forward" or "rolled back" (an interrupted compaction).
         removed_temp_files: leftover temporary files removed.
         elapsed_s: seconds the open took.
+        trusted_segments: sealed segments taken from a trusted catalogue without a scan.
     """
 
     segments: int
@@ -60,6 +61,7 @@ class OpenReport:
     compaction: str = ""
     removed_temp_files: int = 0
     elapsed_s: float = 0.0
+    trusted_segments: int = 0
 
 
 @dataclass
@@ -72,6 +74,7 @@ class LoadResult:
     torn_offset: int = -1
     skipped: List[SkippedRange] = field(default_factory=list)
     records: int = 0
+    trusted: int = 0
 
 
 def list_segment_paths(fs: FileSystem, directory: str,
@@ -90,8 +93,13 @@ def list_segment_paths(fs: FileSystem, directory: str,
 
 
 def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], max_frame: int,
-                  read_only: bool, salvage: bool) -> LoadResult:
+                  read_only: bool, salvage: bool,
+                  trusted: Optional[Dict[int, SegmentSummary]] = None) -> LoadResult:
     """Validate every segment and build the segment table (handles left open).
+
+    A sealed segment found in ``trusted`` with the same generation, first LSN and a file long
+    enough is not scanned: its summary is taken as is (the caller checked it before trusting
+    it). The last segment is always scanned.
 
     Raises:
         CorruptJournalError: a bad header, a bad frame outside the torn tail, or a torn point
@@ -103,6 +111,16 @@ def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], 
     for index, (seq, path) in enumerate(paths):
         is_last = index == len(paths) - 1
         handle = fs.open(path, read_only=read_only)
+        known = (trusted or {}).get(seq)
+        if known is not None and not is_last and _trust(fs, handle, known, prev_lsn):
+            info = SegmentInfo(seq, known.generation, known.first_lsn, path, 0, handle,
+                               end=known.end, written=known.end, last_lsn=known.last_lsn,
+                               count=known.count, total_bytes=known.total_bytes, sealed=True)
+            result.records += info.count
+            result.trusted += 1
+            prev_lsn = info.last_lsn
+            result.segments.append(info)
+            continue
         buf = fs.pread(handle, fs.size(handle), 0)
         header = decode_segment_header(buf)
         if header is None or header.sequence != seq:
@@ -119,6 +137,13 @@ def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], 
         prev_lsn = info.last_lsn
         result.segments.append(info)
     return result
+
+
+def _trust(fs: FileSystem, handle: int, known: SegmentSummary, prev_lsn: int) -> bool:
+    header = decode_segment_header(fs.pread(handle, SEGMENT_HEADER_SIZE, 0))
+    return (header is not None and header.generation == known.generation and
+            header.first_lsn == known.first_lsn and fs.size(handle) >= known.end and
+            known.first_lsn > prev_lsn and known.last_lsn >= known.first_lsn)
 
 
 def _scan_segment(fs: FileSystem, info: SegmentInfo, buf: bytes, max_frame: int, min_lsn: int,

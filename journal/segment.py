@@ -44,6 +44,19 @@ class Location(NamedTuple):
     length: int
 
 
+class SegmentSummary(NamedTuple):
+    """What a sealed segment held when last scanned: enough to trust it at the next open
+    without scanning it again (an index keeps these; see ``Journal.catalogue``)."""
+
+    sequence: int
+    generation: int
+    first_lsn: int
+    last_lsn: int
+    count: int
+    total_bytes: int
+    end: int
+
+
 @dataclass
 class SegmentInfo:
     """The journal's in-memory entry for one segment file (mutable; guarded by the journal).
@@ -76,6 +89,11 @@ class SegmentInfo:
     dead_bytes: int = 0
     sealed: bool = False
     skips: List[Tuple[int, int]] = field(default_factory=list)
+
+    def summary(self) -> SegmentSummary:
+        """This segment's ``SegmentSummary``."""
+        return SegmentSummary(self.sequence, self.generation, self.first_lsn, self.last_lsn,
+                              self.count, self.total_bytes, self.end)
 
     @property
     def live_count(self) -> int:

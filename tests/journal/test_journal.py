@@ -222,3 +222,22 @@ def test_io_error_at_open_is_typed(tmp_path: Path) -> None:
     with pytest.raises(JournalIOError) as err:
         Journal.open("/j", SMALL, fs=fs)
     assert err.value.errno == errno.ENOSPC
+
+
+def test_trusted_catalogue_skips_scans_but_not_a_changed_segment() -> None:
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    for i in range(400):
+        j.append(1, {"i": i, "pad": "x" * 50})
+    j.wait_durable()
+    cat = j.catalogue()
+    j.close()
+    assert len(cat) >= 3
+    j = Journal.open("/j", SMALL, fs=fs, trusted=cat)
+    assert j.report.trusted_segments == len(cat)
+    assert [r.payload["i"] for r in j.records()] == list(range(400))
+    j.close()
+    forged = [c._replace(generation=c.generation ^ 1) if n == 0 else c for n, c in enumerate(cat)]
+    j = Journal.open("/j", SMALL, fs=fs, trusted=forged)
+    assert j.report.trusted_segments == len(cat) - 1  # the mismatching one was scanned
+    j.close()

@@ -1,0 +1,104 @@
+"""The record schema: the kinds of journal records mqstore writes and their payload fields.
+
+The journal stores opaque ``(kind, msgpack payload)`` records; this table gives them meaning. The
+engine writes through these constructors and recovery folds records by the same table, so both
+sides use one definition. Payloads are msgpack maps with short keys:
+
+==========  ===============================================================================
+kind        payload
+==========  ===============================================================================
+ADDRESS_ADD ``{"id", "name", "rt": [routing types], "auto": bool}``
+ADDRESS_DEL ``{"id"}``
+QUEUE_ADD   ``{"id", "name", "addr": address name, "rt": routing type, "cfg": {config}}``
+QUEUE_DEL   ``{"id"}``
+MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts": ms,
+            "exp": ms or 0, "prio": 0-9}`` (one record per send: the body once, and the queues
+            it was routed to, so routing is atomic)
+ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ...); a tombstone
+DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out
+TX          ``{"tx", "msgs": [MESSAGE payloads], "acks": [ACK payloads]}``: a whole committed
+            transaction in one record, so it is durable and visible all together or not at all
+==========  ===============================================================================
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, Dict, Iterable, List, Mapping, Optional
+
+
+class RecordKind(enum.IntEnum):
+    """Journal record kinds (u8 on disk; never renumber)."""
+
+    ADDRESS_ADD = 1
+    ADDRESS_DEL = 2
+    QUEUE_ADD = 3
+    QUEUE_DEL = 4
+    MESSAGE = 5
+    ACK = 6
+    DELIVERY = 7
+    TX = 8
+
+
+class AckReason(str, enum.Enum):
+    """Why a reference left a queue (written in ACK records as a fact, never re-decided)."""
+
+    ACKED = "acked"
+    REJECTED = "rejected"
+    KILLED = "killed"          # dropped after max delivery attempts with no dead-letter address
+    EXPIRED = "expired"
+    REPLACED = "replaced"      # last-value replacement
+    EVICTED = "evicted"        # ring queue eviction
+    MOVED = "moved"            # moved to a dead-letter or expiry address
+
+
+def address_add(aid: int, name: str, routing_types: Iterable[str], auto: bool) -> Dict[str, Any]:
+    """ADDRESS_ADD payload."""
+    return {"id": aid, "name": name, "rt": sorted(routing_types), "auto": auto}
+
+
+def queue_add(qid: int, name: str, address: str, routing_type: str,
+              config: Mapping[str, Any]) -> Dict[str, Any]:
+    """QUEUE_ADD payload; ``config`` holds the queue's settings (durable, auto-delete...)."""
+    return {"id": qid, "name": name, "addr": address, "rt": routing_type, "cfg": dict(config)}
+
+
+def by_id(ident: int) -> Dict[str, Any]:
+    """ADDRESS_DEL / QUEUE_DEL payload."""
+    return {"id": ident}
+
+
+def message(mid: int, address: str, queues: List[int], body: bytes,
+            properties: Mapping[str, Any], timestamp: int, expiration: int,
+            priority: int) -> Dict[str, Any]:
+    """MESSAGE payload (also the element type of TX ``msgs``). Times are ms since the epoch."""
+    return {"mid": mid, "addr": address, "q": queues, "body": body, "props": dict(properties),
+            "ts": timestamp, "exp": expiration, "prio": priority}
+
+
+def ack(qid: int, mid: int, reason: str) -> Dict[str, Any]:
+    """ACK payload (also the element type of TX ``acks``)."""
+    return {"q": qid, "m": mid, "r": reason}
+
+
+def delivery(qid: int, mid: int, count: int) -> Dict[str, Any]:
+    """DELIVERY payload: the reference's delivery count after this delivery."""
+    return {"q": qid, "m": mid, "n": count}
+
+
+def tx(txid: int, messages: List[Dict[str, Any]], acks: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """TX payload: every send and ack of one committed transaction."""
+    return {"tx": txid, "msgs": messages, "acks": acks}
+
+
+def kind_name(kind: int) -> str:
+    """The name of a record kind, or ``unknown(N)``."""
+    try:
+        return RecordKind(kind).name
+    except ValueError:
+        return f"unknown({kind})"
+
+
+def field(payload: Mapping[str, Any], key: str, default: Optional[Any] = None) -> Any:
+    """A payload field, or ``default`` when absent (older or newer writers)."""
+    return payload.get(key, default)
