@@ -1,0 +1,19 @@
+"""mqstore's engine: the embedded broker with Artemis and Qpid queue semantics.
+
+    from engine import Broker, Message, QueueConfig, RoutingType
+    broker = Broker.open("data/")
+"""
+
+from engine.broker import Broker
+from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
+                           EngineError, IllegalStateError, InvalidNameError, QueueNotFoundError,
+                           ResourceLimitError, RoutingTypeError)
+from engine.model import AddressInfo, Message, QueueConfig, QueueInfo, ReceivedMessage, RoutingType
+from engine.session import Browser, Consumer, Delivery, Session
+
+__all__ = [
+    "AddressInfo", "AddressNotFoundError", "AlreadyExistsError", "Broker", "BrokerFailedError",
+    "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError", "InvalidNameError",
+    "Message", "QueueConfig", "QueueInfo", "QueueNotFoundError", "ReceivedMessage",
+    "ResourceLimitError", "RoutingType", "RoutingTypeError", "Session",
+]

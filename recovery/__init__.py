@@ -1,0 +1,17 @@
+"""mqstore's recovery: the record schema, the image folded from records, the index, and the
+open-time procedure that trusts or rebuilds the index. Imports only ``journal``."""
+
+from recovery.checkpoint import Checkpoint
+from recovery.errors import IndexInvalidError, RecoveryError
+from recovery.image import (AddressImage, MessageImage, NullSink, QueueImage, RefImage,
+                            StoreImage)
+from recovery.index import IndexStore, LmdbIndex, MemoryIndex
+from recovery.schema import AckReason, RecordKind
+from recovery.store import INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, recover, replay
+
+__all__ = [
+    "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
+    "JOURNAL_DIR", "LmdbIndex", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
+    "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
+    "replay",
+]

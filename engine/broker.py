@@ -1,0 +1,368 @@
+"""The embedded broker: open a directory, get addresses, queues, sessions; state survives crashes.
+
+``Broker`` owns the runtime state (addresses, queues, messages) and the storage
+(``engine.persistence``). All state changes happen under one lock, in the order their records
+get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing,
+delivery and settlement live in ``engine.delivery``; sessions and consumers in
+``engine.session``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Optional, Set
+
+from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
+                           IllegalStateError, QueueNotFoundError, ResourceLimitError,
+                           RoutingTypeError)
+from engine.model import AddressInfo, QueueConfig, QueueInfo, RoutingType, check_queue_config
+from engine.names import check_name
+from engine.persistence import Persistence
+from engine.queue import MessageRef, Queue, StoredMessage
+from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
+from recovery import (INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, RecoveryReport, StoreImage,
+                      recover)
+from recovery import schema
+from recovery.schema import RecordKind
+
+
+@dataclass
+class Address:
+    """A runtime address: id, name, routing types, queues by name, round-robin cursor."""
+
+    id: int
+    name: str
+    routing_types: Set[RoutingType]
+    auto_created: bool = False
+    durable: bool = True
+    queues: Dict[str, Queue] = field(default_factory=dict)
+    cursor: int = 0
+
+    def info(self) -> AddressInfo:
+        """The management view."""
+        return AddressInfo(self.name, tuple(sorted(self.routing_types, key=lambda r: r.value)),
+                           tuple(self.queues), self.auto_created)
+
+
+class Broker:
+    """An open store. Create with ``Broker.open(directory)``; close with ``close()``.
+
+    Thread-safe. One opener per directory (a second one gets ``DirectoryLockedError``).
+    """
+
+    def __init__(self, persistence: Persistence, report: RecoveryReport) -> None:
+        self._p = persistence
+        self.recovery_report = report
+        self.lock = threading.RLock()
+        self.addresses: Dict[str, Address] = {}
+        self.queues: Dict[str, Queue] = {}
+        self.queues_by_id: Dict[int, Queue] = {}
+        self.messages: Dict[int, StoredMessage] = {}
+        self._failure: Optional[BaseException] = None
+        self._closed = False
+        self.sessions: List[object] = []
+        self._load(persistence.image)
+
+    # -- opening and closing ------------------------------------------------------------------
+    @classmethod
+    def open(cls, directory: str, *, fs: Optional[FileSystem] = None,
+             journal_options: Optional[JournalOptions] = None,
+             index: Optional[IndexStore] = None,
+             checkpoint_records: int = 200_000) -> "Broker":
+        """Open (creating when missing) the store in ``directory`` and recover it.
+
+        Args:
+            directory: the store directory (``journal/`` and ``index/`` inside, 0700).
+            fs: the file-system seam for the journal (tests pass a ``SimulatedFileSystem``,
+                with which the index is kept in memory unless ``index`` is given).
+            journal_options: journal settings (segment size, sync policy...).
+            index: the index store; LMDB in ``directory/index`` by default.
+            checkpoint_records: write an index checkpoint after this many records.
+
+        Returns:
+            The broker; ``broker.recovery_report`` says what recovery found and did.
+
+        Raises:
+            DirectoryLockedError: another opener holds the directory.
+            CorruptJournalError: journal damage that is not a torn tail (names file, offset).
+            JournalIOError: an OS error.
+        """
+        fs = fs or OsFileSystem()
+        if index is None:
+            if isinstance(fs, OsFileSystem):
+                os.makedirs(directory, mode=0o700, exist_ok=True)
+                index = LmdbIndex(os.path.join(directory, INDEX_DIR))
+            else:
+                index = MemoryIndex()
+        options = journal_options or JournalOptions()
+        try:
+            rec = recover(directory, options, fs, index)
+        except BaseException:
+            index.close()
+            raise
+        persistence = Persistence(rec.journal, rec.image, index, checkpoint_records)
+        broker = cls(persistence, rec.report)
+        if rec.report.rebuilt or rec.report.replayed_records > 1000:
+            with broker.lock:
+                broker._guard(persistence.checkpoint)
+        return broker
+
+    def _load(self, image: StoreImage) -> None:
+        for a in image.addresses.values():
+            self.addresses[a.name] = Address(a.id, a.name,
+                                             {RoutingType(r) for r in a.routing_types},
+                                             a.auto_created)
+        for m in image.messages.values():
+            self.messages[m.mid] = StoredMessage(m.mid, m.address, True, m.properties,
+                                                 m.timestamp, m.expiration, m.priority, None, m)
+        for qi in image.queues.values():
+            config = QueueConfig.from_record(qi.name, qi.address, qi.routing_type, qi.config)
+            queue = Queue(qi.id, config)
+            self._attach_queue(queue)
+            for r in qi.refs.values():
+                queue.add_tail(MessageRef(self.messages[r.mid], queue, r.order,
+                                          r.delivery_count, journaled=True))
+            queue.added = 0
+
+    def _attach_queue(self, queue: Queue) -> None:
+        self.queues[queue.name] = queue
+        self.queues_by_id[queue.id] = queue
+        addr = self.addresses.get(queue.config.address)
+        if addr is not None:
+            addr.queues[queue.name] = queue
+
+    def close(self) -> None:
+        """Close every session (cancelling unacked deliveries), write a checkpoint, close the
+        journal and the index. Safe to call twice."""
+        from engine.session import Session
+        if self._closed:
+            return
+        for s in list(self.sessions):
+            assert isinstance(s, Session)
+            try:
+                s.close()
+            except BrokerFailedError:
+                pass
+        with self.lock:
+            self._closed = True
+            if self._failure is None:
+                try:
+                    self._p.checkpoint()
+                except JournalError:
+                    pass
+            self._p.journal.close()
+            self._p.index.close()
+
+    def __enter__(self) -> "Broker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- guards -------------------------------------------------------------------------------
+    def check_open(self) -> None:
+        """Raise when the broker is closed or failed (lock held or not)."""
+        if self._failure is not None:
+            raise BrokerFailedError(self._failure)
+        if self._closed:
+            raise IllegalStateError("the broker is closed")
+
+    def _guard(self, fn, *args):  # type: ignore[no-untyped-def]
+        """Run a storage step; a storage error makes the broker fail-stop."""
+        try:
+            return fn(*args)
+        except JournalError as exc:
+            self._failure = exc
+            raise BrokerFailedError(exc) from exc
+
+    def write(self, records: List[tuple]) -> Ticket:
+        """Journal records and fold them (lock held); fail-stop on storage errors."""
+        ticket = self._guard(self._p.write, records)
+        if self._p.checkpoint_due():
+            self._guard(self._p.checkpoint)
+        return ticket
+
+    def wait(self, ticket: Optional[Ticket]) -> None:
+        """Wait for a ticket outside the lock; fail-stop if its write failed."""
+        if ticket is None:
+            return
+        self._guard(ticket.wait)
+        self._p.after_wait()
+
+    def next_id(self) -> int:
+        """A fresh id for an address, queue, message or transaction (lock held)."""
+        image = self._p.image
+        ident = image.next_id
+        image.next_id += 1
+        return ident
+
+    @property
+    def persistence(self) -> Persistence:
+        """The storage of this broker (for the engine's own modules and tools)."""
+        return self._p
+
+    # -- addresses and queues -----------------------------------------------------------------
+    def create_address(self, name: str,
+                       routing_types: Iterable[RoutingType] = (RoutingType.ANYCAST,),
+                       auto_created: bool = False) -> AddressInfo:
+        """Create an address (journaled; seed 004 §4.2-4.5).
+
+        Raises:
+            InvalidNameError: bad name (004 §4.1). AlreadyExistsError. RoutingTypeError: no
+            routing type given.
+        """
+        check_name(name)
+        rts = {RoutingType(r) for r in routing_types}
+        if not rts:
+            raise RoutingTypeError("an address needs at least one routing type (004 §4)")
+        with self.lock:
+            self.check_open()
+            if name in self.addresses:
+                raise AlreadyExistsError("address", name)
+            aid = self.next_id()
+            ticket = self.write([(RecordKind.ADDRESS_ADD, schema.address_add(
+                aid, name, [r.value for r in rts], auto_created))])
+            addr = self.addresses[name] = Address(aid, name, rts, auto_created)
+        self.wait(ticket)
+        return addr.info()
+
+    def delete_address(self, name: str) -> None:
+        """Delete an address that has no queues.
+
+        Raises:
+            AddressNotFoundError. ResourceLimitError: it still has queues.
+        """
+        with self.lock:
+            self.check_open()
+            addr = self.addresses.get(name)
+            if addr is None:
+                raise AddressNotFoundError(name)
+            if addr.queues:
+                raise ResourceLimitError(f"address {name!r} still has queues "
+                                         f"{sorted(addr.queues)}; delete them first")
+            ticket = self.write([(RecordKind.ADDRESS_DEL, schema.by_id(addr.id))])
+            del self.addresses[name]
+        self.wait(ticket)
+
+    def create_queue(self, config: QueueConfig) -> QueueInfo:
+        """Create a queue on an existing address (journaled when durable).
+
+        Raises:
+            InvalidNameError, ValueError: bad configuration. AddressNotFoundError.
+            AlreadyExistsError: a queue of that name exists (queue names are broker-wide).
+            RoutingTypeError: the address does not support the queue's routing type.
+        """
+        check_queue_config(config)
+        with self.lock:
+            self.check_open()
+            addr = self.addresses.get(config.address)
+            if addr is None:
+                raise AddressNotFoundError(config.address)
+            if config.name in self.queues:
+                raise AlreadyExistsError("queue", config.name)
+            if config.routing_type not in addr.routing_types:
+                raise RoutingTypeError(f"address {addr.name!r} does not support "
+                                       f"{config.routing_type.value}")
+            queue = Queue(self.next_id(), config)
+            ticket = None
+            if config.durable:
+                ticket = self.write([(RecordKind.QUEUE_ADD, schema.queue_add(
+                    queue.id, config.name, config.address, config.routing_type.value,
+                    config.to_record()))])
+            self._attach_queue(queue)
+        self.wait(ticket)
+        return queue.info()
+
+    def delete_queue(self, name: str) -> None:
+        """Delete a queue and its messages (Artemis destroyQueue without consumers).
+
+        Raises:
+            QueueNotFoundError. ResourceLimitError: the queue has consumers.
+        """
+        with self.lock:
+            self.check_open()
+            queue = self.queues.get(name)
+            if queue is None:
+                raise QueueNotFoundError(name)
+            if queue.consumers:
+                raise ResourceLimitError(f"queue {name!r} has {len(queue.consumers)} consumers")
+            ticket = None
+            if queue.durable:
+                ticket = self.write([(RecordKind.QUEUE_DEL, schema.by_id(queue.id))])
+            for ref in list(queue.ready) + list(queue.delivering.values()):
+                self.drop_message_ref(ref)
+            del self.queues[name]
+            del self.queues_by_id[queue.id]
+            addr = self.addresses.get(queue.config.address)
+            if addr is not None:
+                addr.queues.pop(name, None)
+        self.wait(ticket)
+
+    def drop_message_ref(self, ref: MessageRef) -> None:
+        """Forget a reference that left its queue; the message goes with its last one."""
+        ref.msg.refcount -= 1
+        if ref.msg.refcount <= 0:
+            self.messages.pop(ref.msg.mid, None)
+
+    def find_queue(self, name: str) -> Queue:
+        """The queue called ``name`` (lock held). Raises QueueNotFoundError."""
+        queue = self.queues.get(name)
+        if queue is None:
+            raise QueueNotFoundError(name)
+        return queue
+
+    # -- management ---------------------------------------------------------------------------
+    def queue_info(self, name: str) -> QueueInfo:
+        """Counters and configuration of one queue. Raises QueueNotFoundError."""
+        with self.lock:
+            return self.find_queue(name).info()
+
+    def address_info(self, name: str) -> AddressInfo:
+        """Routing types and queues of one address. Raises AddressNotFoundError."""
+        with self.lock:
+            addr = self.addresses.get(name)
+            if addr is None:
+                raise AddressNotFoundError(name)
+            return addr.info()
+
+    def queue_names(self) -> List[str]:
+        """Every queue name, sorted."""
+        with self.lock:
+            return sorted(self.queues)
+
+    def address_names(self) -> List[str]:
+        """Every address name, sorted."""
+        with self.lock:
+            return sorted(self.addresses)
+
+    def checkpoint(self) -> int:
+        """Write an index checkpoint now; returns its LSN."""
+        with self.lock:
+            self.check_open()
+            return self._guard(self._p.checkpoint)
+
+    def compact(self, force: bool = False):  # type: ignore[no-untyped-def]
+        """Checkpoint, compact the journal, apply the relocations and checkpoint again.
+
+        Returns:
+            The journal's ``CompactionReport``.
+        """
+        with self.lock:
+            self.check_open()
+            self._guard(self._p.checkpoint)
+            report = self._guard(self._p.journal.compact, force)
+            if report.compacted:
+                self._p.image.relocate(report.relocations)
+                self._guard(self._p.checkpoint)
+            return report
+
+    def session(self, transacted: bool = False):  # type: ignore[no-untyped-def]
+        """A new session (``engine.session.Session``); use it as a context manager."""
+        from engine.session import Session
+        with self.lock:
+            self.check_open()
+            s = Session(self, transacted)
+            self.sessions.append(s)
+            return s

@@ -1,0 +1,78 @@
+"""Errors of the engine (all under ``MqStoreError``). Each is raised before anything is
+written, so the store is unchanged after it, unless its docstring says otherwise."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from journal.errors import MqStoreError
+
+
+class EngineError(MqStoreError):
+    """Any error of the engine."""
+
+
+class InvalidNameError(EngineError):
+    """An address or queue name breaks the naming rules (seed 004 §4.1).
+
+    Attributes:
+        name: the rejected name.
+    """
+
+    def __init__(self, name: str, why: str) -> None:
+        self.name = name
+        super().__init__(f"invalid name {name!r}: {why}",
+                         hint="names may not contain spaces, '&', '::', ',', '?', '>', "
+                              "or the wildcard characters '#' and '*' (seed 004 §4.1)")
+
+
+class AddressNotFoundError(EngineError):
+    """No address of that name. Attributes: address."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        super().__init__(f"no address {address!r}", hint="create it with create_address()")
+
+
+class QueueNotFoundError(EngineError):
+    """No queue of that name (or not on that address). Attributes: queue."""
+
+    def __init__(self, queue: str, address: Optional[str] = None) -> None:
+        self.queue = queue
+        self.address = address
+        where = f" on address {address!r}" if address else ""
+        super().__init__(f"no queue {queue!r}{where}", hint="create it with create_queue()")
+
+
+class AlreadyExistsError(EngineError):
+    """An address or queue of that name exists already. Attributes: name."""
+
+    def __init__(self, what: str, name: str) -> None:
+        self.name = name
+        super().__init__(f"{what} {name!r} exists already")
+
+
+class RoutingTypeError(EngineError):
+    """The routing type asked for is not one the address supports."""
+
+
+class IllegalStateError(EngineError):
+    """The operation does not fit the object's state: a settled delivery acked again, a closed
+    session, consumer or broker used, rollback on a non-transacted session..."""
+
+
+class ResourceLimitError(EngineError):
+    """A limit refuses the operation (max-consumers reached, queue in use...)."""
+
+
+class BrokerFailedError(EngineError):
+    """The broker stopped after a storage failure (fail-stop); reopen the directory to recover.
+
+    Attributes:
+        cause: the storage error.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        self.cause = cause
+        super().__init__(f"the broker stopped after a storage failure: {cause}",
+                         hint="close it and reopen the directory; recovery runs at open")

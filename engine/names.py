@@ -1,0 +1,65 @@
+"""Address and queue names: the naming rules, fully qualified queue names and routing prefixes.
+
+Seed 004 §4.1: names contain no spaces, none of ``& :: , ? >``, and not the wildcard characters
+``#`` and ``*``. §4.7: a fully qualified queue name is ``address::queue``. §4.13: the prefixes
+``anycast://`` and ``multicast://`` restrict a send or a consumer to one routing type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from engine.errors import InvalidNameError
+from engine.model import RoutingType
+
+FQQN_SEPARATOR = "::"
+PREFIXES = {"anycast://": RoutingType.ANYCAST, "multicast://": RoutingType.MULTICAST}
+FORBIDDEN = ("&", "::", ",", "?", ">", "#", "*")
+MAX_NAME = 255
+
+
+def check_name(name: str) -> str:
+    """Return ``name`` if it is a valid address or queue name.
+
+    Raises:
+        InvalidNameError: empty, too long (over 255 characters), whitespace, or a forbidden
+            character (seed 004 §4.1).
+    """
+    if not isinstance(name, str) or not name:
+        raise InvalidNameError(str(name), "a name is a non-empty string")
+    if len(name) > MAX_NAME:
+        raise InvalidNameError(name, f"longer than {MAX_NAME} characters")
+    if any(ch.isspace() for ch in name):
+        raise InvalidNameError(name, "names contain no spaces")
+    for bad in FORBIDDEN:
+        if bad in name:
+            raise InvalidNameError(name, f"{bad!r} is not allowed")
+    return name
+
+
+@dataclass(frozen=True)
+class Destination:
+    """A parsed destination: the address, an optional queue (FQQN), an optional routing type
+    (from a prefix)."""
+
+    address: str
+    queue: Optional[str] = None
+    routing_type: Optional[RoutingType] = None
+
+
+def parse_destination(text: str) -> Destination:
+    """Parse ``[anycast://|multicast://]address[::queue]``.
+
+    Raises:
+        InvalidNameError: a part breaks the naming rules.
+    """
+    routing: Optional[RoutingType] = None
+    for prefix, rt in PREFIXES.items():
+        if isinstance(text, str) and text.startswith(prefix):
+            routing, text = rt, text[len(prefix):]
+            break
+    if isinstance(text, str) and FQQN_SEPARATOR in text:
+        address, _sep, queue = text.partition(FQQN_SEPARATOR)
+        return Destination(check_name(address), check_name(queue), routing)
+    return Destination(check_name(text), None, routing)

@@ -1,0 +1,127 @@
+"""The engine's write path to storage, written once.
+
+Every durable state change goes through ``Persistence.write``: the caller (holding the broker
+lock, so LSN order is state-change order) appends records and folds them into the image at
+once; the liveness facts the fold produces (records now dead) are held back until the journal
+says the records that caused them are durable, because a message's segment must not be reclaimed
+before its ack is on disk. Callers wait on the returned ticket outside the lock and only then
+release effects (return from send, hand out a delivery). ``checkpoint`` writes the image, the
+journal's liveness and its segment catalogue to the index at one durable LSN and moves the
+reclaim horizon there.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+
+from journal import Journal, Location, Ticket
+from recovery import Checkpoint, IndexStore, StoreImage
+from recovery.checkpoint import encode
+from recovery.image import MessageImage
+from recovery.schema import RecordKind
+
+
+class DeferredSink:
+    """Liveness facts held until the record that caused them is durable."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+        self._pending: Deque[Tuple[int, Optional[Sequence[Location]], Location,
+                                   Sequence[Location]]] = deque()
+        self.lsn = 0
+        self._lock = threading.Lock()
+
+    def mark_dead(self, locations: Sequence[Location]) -> None:
+        with self._lock:
+            self._pending.append((self.lsn, list(locations), Location(0, 0, 0), ()))
+
+    def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
+        with self._lock:
+            self._pending.append((self.lsn, None, location, list(targets)))
+
+    def release(self) -> None:
+        """Apply every held fact whose record is durable now."""
+        durable = self._journal.durable_lsn
+        ready = []
+        with self._lock:
+            while self._pending and self._pending[0][0] <= durable:
+                ready.append(self._pending.popleft())
+        dead: List[Location] = []
+        for _lsn, locs, loc, targets in ready:
+            if locs is not None:
+                dead.extend(locs)
+            else:
+                self._journal.mark_dead_after(loc, targets)
+        if dead:
+            self._journal.mark_dead(dead)
+
+
+class Persistence:
+    """Journal + image + index of one open broker (internal to the engine).
+
+    Args:
+        journal: the open journal.
+        image: the recovered image, kept up to date by every write.
+        index: where checkpoints go.
+        checkpoint_records: take a checkpoint after this many records (0: only on demand).
+    """
+
+    def __init__(self, journal: Journal, image: StoreImage, index: IndexStore,
+                 checkpoint_records: int) -> None:
+        self.journal = journal
+        self.image = image
+        self.index = index
+        self.sink = DeferredSink(journal)
+        self.checkpoint_records = checkpoint_records
+        self.since_checkpoint = 0
+        self.last_checkpoint_lsn = 0
+
+    def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
+        """Append records in order and fold them into the image (broker lock held).
+
+        Raises:
+            JournalFailedError and the journal's other errors; on any error nothing of
+            ``records`` was appended or folded.
+        """
+        ticket = self.journal.append_many([(int(k), p) for k, p in records])
+        first = ticket.lsn - len(records) + 1
+        for i, ((kind, payload), loc) in enumerate(zip(records, ticket.locations)):
+            self.sink.lsn = first + i
+            self.image.apply(kind, payload, loc, first + i, self.sink)
+        self.since_checkpoint += len(records)
+        return ticket
+
+    def after_wait(self) -> None:
+        """Call after waiting on a ticket: applies liveness facts that are now durable."""
+        self.sink.release()
+
+    def checkpoint_due(self) -> bool:
+        """Whether enough records were written since the last checkpoint."""
+        return 0 < self.checkpoint_records <= self.since_checkpoint
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint at the current durable end (broker lock held: nothing changes).
+
+        Returns:
+            The checkpoint's LSN.
+        """
+        self.journal.wait_durable()
+        self.sink.release()
+        lsn = self.journal.next_lsn - 1
+        cp = Checkpoint(lsn, self.image, self.journal.catalogue(),
+                        self.journal.liveness.export_state())
+        self.index.write_tables(encode(cp))
+        self.journal.liveness.horizon = lsn
+        self.journal.liveness.reclaim()
+        self.since_checkpoint = 0
+        self.last_checkpoint_lsn = lsn
+        return lsn
+
+    def read_body(self, msg: MessageImage) -> bytes:
+        """The body of a durable message, read from its record."""
+        payload = self.journal.read(msg.location).payload
+        if msg.slot >= 0:
+            payload = payload["msgs"][msg.slot]
+        return payload["body"]

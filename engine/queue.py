@@ -1,0 +1,158 @@
+"""Runtime queues: message references in order, deliveries in flight, waiting consumers.
+
+A ``Queue`` is a state object; semantics that vary between queue flavours (ring, last-value,
+non-destructive...) are small ``QueuePolicy`` objects composed into it, not subclasses. A policy
+decides; the broker journals its decision as a fact (an ACK with a reason) so recovery never
+re-decides. A queue holds ``MessageRef``s, each pointing to a shared ``StoredMessage``: a
+multicast message is stored once and referenced from every queue it was routed to.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Protocol, Tuple
+
+from engine.model import Message, QueueConfig, QueueInfo, RoutingType
+from recovery.image import MessageImage
+
+
+class StoredMessage:
+    """A message held by the broker (shared by its references).
+
+    Attributes:
+        mid: message id. address: where it was sent. durable: journaled on durable queues.
+        properties, timestamp, expiration (ms since epoch, 0 never), priority.
+        body: the bytes for non-durable messages; ``None`` for durable ones, read from the
+            journal on demand (references separate from bodies).
+        image: the image entry of a journaled message, else ``None``.
+        refcount: references on queues (in-memory ones included).
+    """
+
+    __slots__ = ("mid", "address", "durable", "properties", "timestamp", "expiration",
+                 "priority", "body", "image", "refcount")
+
+    def __init__(self, mid: int, address: str, durable: bool, properties: Dict[str, Any],
+                 timestamp: int, expiration: int, priority: int, body: Optional[bytes],
+                 image: Optional[MessageImage] = None) -> None:
+        self.mid = mid
+        self.address = address
+        self.durable = durable
+        self.properties = properties
+        self.timestamp = timestamp
+        self.expiration = expiration
+        self.priority = priority
+        self.body = body
+        self.image = image
+        self.refcount = 0
+
+    def to_message(self, body: bytes) -> Message:
+        """A user-facing copy with ``body``."""
+        return Message(body, dict(self.properties), self.durable, self.priority,
+                       self.expiration, self.timestamp, self.mid, self.address)
+
+
+class MessageRef:
+    """One message on one queue.
+
+    Attributes:
+        msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
+        it there (0, seq for in-memory ones). delivery_count: times handed to a consumer.
+        consumer: the consumer holding it while in delivery, else ``None``.
+        journaled: whether its state is in the journal (durable message on a durable queue).
+    """
+
+    __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled")
+
+    def __init__(self, msg: StoredMessage, queue: "Queue", order: Tuple[int, int],
+                 delivery_count: int = 0, journaled: bool = False) -> None:
+        self.msg = msg
+        self.queue = queue
+        self.order = order
+        self.delivery_count = delivery_count
+        self.consumer: Any = None
+        self.journaled = journaled
+
+
+class QueuePolicy(Protocol):
+    """A composable queue behaviour (ring size, last value, non-destructive...; next issue).
+
+    ``on_add`` runs when a reference is added at the tail and returns the references to
+    remove with the reason to journal (e.g. ring eviction). ``now_ms`` is passed in: policies
+    never read the clock or touch files.
+    """
+
+    def on_add(self, queue: "Queue", ref: MessageRef, now_ms: int
+               ) -> List[Tuple[MessageRef, str]]: ...
+
+
+class Queue:
+    """A queue's runtime state (guarded by the broker lock).
+
+    Attributes:
+        id: queue id (journal identity). config: its ``QueueConfig``.
+        ready: references waiting for a consumer, head first.
+        delivering: references handed out and not yet settled, by message id.
+        consumers: open consumers. waiters: consumers blocked in receive, longest first.
+        policies: composed ``QueuePolicy`` objects, applied in order.
+    """
+
+    def __init__(self, qid: int, config: QueueConfig) -> None:
+        self.id = qid
+        self.config = config
+        self.ready: Deque[MessageRef] = deque()
+        self.delivering: Dict[int, MessageRef] = {}
+        self.consumers: List[Any] = []
+        self.waiters: Deque[Any] = deque()
+        self.policies: List[QueuePolicy] = []
+        self.added = 0
+        self.acknowledged = 0
+        self.killed = 0
+        self.expired = 0
+        self.mem_seq = 0
+
+    @property
+    def name(self) -> str:
+        """The queue name."""
+        return self.config.name
+
+    @property
+    def durable(self) -> bool:
+        """Whether the queue is journaled."""
+        return self.config.durable
+
+    def message_count(self) -> int:
+        """Messages on the queue, in delivery included (Artemis messageCount)."""
+        return len(self.ready) + len(self.delivering)
+
+    def add_tail(self, ref: MessageRef) -> None:
+        """Append a new reference at the tail."""
+        self.ready.append(ref)
+        ref.msg.refcount += 1
+        self.added += 1
+
+    def take(self) -> Optional[MessageRef]:
+        """Pop the head reference, or ``None``."""
+        return self.ready.popleft() if self.ready else None
+
+    def return_to_head(self, refs: List[MessageRef]) -> None:
+        """Put cancelled or rolled-back references back at the head, in the reverse order of
+        their consumption, so they come out again in the order consumed (seed
+        000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks)."""
+        for ref in reversed(refs):
+            self.delivering.pop(ref.msg.mid, None)
+            ref.consumer = None
+            self.ready.appendleft(ref)
+
+    def settle(self, ref: MessageRef) -> None:
+        """Remove a reference in delivery for good (acked, rejected...); the broker then
+        drops the message's reference count."""
+        self.delivering.pop(ref.msg.mid, None)
+        ref.consumer = None
+
+    def info(self) -> QueueInfo:
+        """The management view."""
+        c = self.config
+        return QueueInfo(c.name, c.address, RoutingType(c.routing_type), c.durable,
+                         self.message_count(), len(self.delivering), 0, len(self.consumers),
+                         self.added, self.acknowledged, self.killed, self.expired,
+                         c.max_consumers, c.exclusive, c.auto_created)

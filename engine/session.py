@@ -1,0 +1,357 @@
+"""Sessions, consumers, browsers and deliveries: the client-side objects of the broker.
+
+A ``Session`` sends and creates consumers; a transacted one makes its sends and acks visible
+and durable together on ``commit()`` (one TX record) and undoes them on ``rollback()``, which
+returns every message received in the transaction to the head of its queue, delivery count kept
+(seed 000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
+for a message (``receive_nowait()`` does not); a consumer's window bounds the deliveries it holds
+unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+
+from engine import delivery as ops
+from engine.errors import IllegalStateError, ResourceLimitError
+from engine.model import Message, ReceivedMessage
+from engine.names import Destination, parse_destination
+from engine.queue import MessageRef, Queue
+from journal import Ticket
+from recovery.schema import AckReason
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.broker import Broker
+
+DEFAULT_WINDOW = 1000
+
+
+class Delivery(ReceivedMessage):
+    """A message handed to a consumer; settle it with ``ack()`` or ``reject()``.
+
+    Raises (from ack/reject):
+        IllegalStateError: already settled, rolled back, or its consumer or session closed.
+    """
+
+    def __init__(self, message: Message, delivery_count: int, queue: str, ref: MessageRef,
+                 session: "Session") -> None:
+        object.__setattr__(self, "message", message)
+        object.__setattr__(self, "delivery_count", delivery_count)
+        object.__setattr__(self, "queue", queue)
+        object.__setattr__(self, "_ref", ref)
+        object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "state", "delivered")
+
+    def ack(self) -> None:
+        """Acknowledge: the message leaves the queue (at commit, in a transacted session).
+        Returns once the ack is durable."""
+        self._session._settle(self, AckReason.ACKED.value)
+
+    def reject(self) -> None:
+        """Reject: the message leaves the queue and is not redelivered (a rejected message is
+        counted in ``messages_killed``; dead-letter addresses come with the policies)."""
+        self._session._settle(self, AckReason.REJECTED.value)
+
+
+class _Waiter:
+    """A consumer blocked in ``receive`` (thread flavour)."""
+
+    def __init__(self, consumer: "Consumer") -> None:
+        self.consumer = consumer
+        self.got: Optional[Tuple[MessageRef, Optional[Ticket]]] = None
+        self.done = False
+        self.event = threading.Event()
+
+    def wants(self) -> bool:
+        return not self.done and not self.consumer.closed and self.consumer.has_credit()
+
+    def give(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
+        self.got = (ref, ticket)
+        self.done = True
+        self.event.set()
+
+
+class Consumer:
+    """Receives from one queue (name or FQQN ``address::queue``). Create with
+    ``Session.create_consumer``."""
+
+    def __init__(self, session: "Session", queue: Queue, window: int) -> None:
+        self.session = session
+        self.queue = queue
+        self.window = window
+        self.closed = False
+        self.unacked: List[Delivery] = []
+
+    def has_credit(self) -> bool:
+        """Whether the window allows one more delivery."""
+        return len(self.unacked) < self.window
+
+    def receive(self, timeout: Optional[float] = None) -> Optional[Delivery]:
+        """Wait up to ``timeout`` seconds (forever when ``None``) for a message.
+
+        Returns:
+            A ``Delivery``, or ``None`` on timeout.
+
+        Raises:
+            IllegalStateError: the consumer, session or broker is closed.
+        """
+        broker = self.session.broker
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with broker.lock:
+                self._check()
+                got = ops.deliver(broker, self.queue, self) if self.has_credit() else None
+                waiter = None
+                if got is None:
+                    waiter = _Waiter(self)
+                    if self.has_credit():
+                        self.queue.waiters.append(waiter)
+            if got is not None:
+                return self._finish(*got)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            assert waiter is not None
+            waiter.event.wait(0.05 if left is None else min(left, 0.05))
+            with broker.lock:
+                waiter.done = True
+                got = waiter.got
+            if got is not None:
+                return self._finish(*got)
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+
+    def receive_nowait(self) -> Optional[Delivery]:
+        """A message if one is ready now, else ``None``."""
+        return self.receive(0)
+
+    def _finish(self, ref: MessageRef, ticket: Optional[Ticket]) -> Delivery:
+        broker = self.session.broker
+        broker.wait(ticket)  # the DELIVERY record is durable before the message leaves
+        with broker.lock:
+            body = ops.body_of(broker, ref.msg)
+            d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
+                         self.session)
+            self.unacked.append(d)
+            self.session.received.append(d)
+        return d
+
+    def _check(self) -> None:
+        self.session.broker.check_open()
+        if self.closed or self.session.closed:
+            raise IllegalStateError("the consumer is closed")
+
+    def close(self) -> None:
+        """Cancel unacked deliveries back to the queue head and stop receiving."""
+        broker = self.session.broker
+        with broker.lock:
+            if self.closed:
+                return
+            self.closed = True
+            if self in self.queue.consumers:
+                self.queue.consumers.remove(self)
+            pending = [d for d in self.unacked if d.state == "delivered"]
+            for d in pending:
+                object.__setattr__(d, "state", "cancelled")
+            self.unacked = [d for d in self.unacked if d.state == "acked-in-tx"]
+            ops.cancel(broker, [d._ref for d in pending])
+
+
+class Browser:
+    """Iterates the messages ready on a queue without acquiring them (a snapshot)."""
+
+    def __init__(self, session: "Session", queue: Queue) -> None:
+        self._session = session
+        self._queue = queue
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        broker = self._session.broker
+        with broker.lock:
+            refs = list(self._queue.ready)
+        for ref in refs:
+            with broker.lock:
+                if ref.msg.mid not in broker.messages:
+                    continue
+                body = ops.body_of(broker, ref.msg)
+            yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
+                                  self._queue.name)
+
+
+class Session:
+    """A unit of work with the broker. Create with ``Broker.session(transacted=...)``."""
+
+    def __init__(self, broker: "Broker", transacted: bool) -> None:
+        self.broker = broker
+        self.transacted = transacted
+        self.closed = False
+        self.consumers: List[Consumer] = []
+        self.received: List[Delivery] = []
+        self._tx_sends: List[Tuple[Destination, Message]] = []
+
+    # -- sending ------------------------------------------------------------------------------
+    def send(self, destination: str, message: Message) -> None:
+        """Send one message to an address (``[anycast://|multicast://]address`` or
+        ``address::queue``). Returns once it is durable (durable message on durable queues).
+
+        Raises:
+            InvalidNameError, AddressNotFoundError, QueueNotFoundError, RoutingTypeError:
+                nothing sent. IllegalStateError: closed. BrokerFailedError.
+        """
+        self.send_many(destination, [message])
+
+    def send_many(self, destination: str, messages: Sequence[Message]) -> None:
+        """Send messages in order with one wait for all of them (one group commit)."""
+        dest = parse_destination(destination)
+        broker = self.broker
+        with broker.lock:
+            self._check()
+            if self.transacted:
+                ops.route(broker, dest)  # validate now; routed again at commit
+                self._tx_sends.extend((dest, m) for m in messages)
+                return
+            ticket = ops.send(broker, dest, messages)
+        broker.wait(ticket)
+
+    # -- consuming ----------------------------------------------------------------------------
+    def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW) -> Consumer:
+        """A consumer on a queue (name, or FQQN ``address::queue``; seed 004 §4.7).
+
+        Args:
+            window: most deliveries the consumer may hold unacked (credit), at least 1.
+
+        Raises:
+            QueueNotFoundError, InvalidNameError, ResourceLimitError (max-consumers reached),
+            ValueError (window < 1), IllegalStateError.
+        """
+        if window < 1:
+            raise ValueError("window must be at least 1")
+        q = self._resolve_queue(queue)
+        with self.broker.lock:
+            self._check()
+            if 0 < q.config.max_consumers <= len(q.consumers):
+                raise ResourceLimitError(f"queue {q.name!r} has its max-consumers "
+                                         f"({q.config.max_consumers}) already")
+            c = Consumer(self, q, window)
+            q.consumers.append(c)
+            self.consumers.append(c)
+            return c
+
+    def create_browser(self, queue: str) -> Browser:
+        """A browser over a queue: look at its messages without acquiring them."""
+        q = self._resolve_queue(queue)
+        with self.broker.lock:
+            self._check()
+            return Browser(self, q)
+
+    def _resolve_queue(self, text: str) -> Queue:
+        dest = parse_destination(text)
+        with self.broker.lock:
+            if dest.queue is None:
+                return self.broker.find_queue(dest.address)
+            q = self.broker.find_queue(dest.queue)
+            if q.config.address != dest.address:
+                from engine.errors import QueueNotFoundError
+                raise QueueNotFoundError(dest.queue, dest.address)
+            return q
+
+    # -- settling -----------------------------------------------------------------------------
+    def _settle(self, d: Delivery, reason: str) -> None:
+        broker = self.broker
+        with broker.lock:
+            broker.check_open()
+            if d.state != "delivered":
+                raise IllegalStateError(f"the delivery is {d.state}; it cannot be settled again")
+            if self.closed:
+                raise IllegalStateError("the session is closed")
+            if self.transacted:
+                object.__setattr__(d, "state", "acked-in-tx")
+                object.__setattr__(d, "_reason", reason)
+                return
+            object.__setattr__(d, "state", "settled")
+            self._forget(d)
+            ticket = ops.settle(broker, [(d._ref, reason)])
+            ops.serve_waiters(broker, d._ref.queue)
+        broker.wait(ticket)
+
+    def _forget(self, d: Delivery) -> None:
+        for c in self.consumers:
+            if d in c.unacked:
+                c.unacked.remove(d)
+        if d in self.received:
+            self.received.remove(d)
+
+    # -- transactions -------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make the transaction's sends and acks durable and visible together (one TX record).
+
+        Raises:
+            IllegalStateError: not transacted, or closed. Routing errors (an address deleted
+                since the send): nothing of the transaction is applied; it stays open.
+        """
+        broker = self.broker
+        with broker.lock:
+            self._check()
+            if not self.transacted:
+                raise IllegalStateError("commit on a non-transacted session")
+            acked = [d for d in self.received if d.state == "acked-in-tx"]
+            ticket = ops.commit(broker, self._tx_sends, [(d._ref, d._reason) for d in acked])
+            self._tx_sends = []
+            for d in acked:
+                object.__setattr__(d, "state", "settled")
+                self._forget(d)
+            for c in self.consumers:
+                ops.serve_waiters(broker, c.queue)
+        broker.wait(ticket)
+
+    def rollback(self) -> None:
+        """Discard the transaction's sends and return every message received in it (acked in
+        it or not) to the head of its queue, in the reverse order of consumption.
+
+        Raises:
+            IllegalStateError: not transacted, or closed.
+        """
+        with self.broker.lock:
+            self._check()
+            if not self.transacted:
+                raise IllegalStateError("rollback on a non-transacted session; use recover()")
+            self._tx_sends = []
+            self._cancel_received()
+
+    def recover(self) -> None:
+        """Non-transacted sessions: return every unacked received message to its queue head
+        (JMS ``Session.recover``)."""
+        with self.broker.lock:
+            self._check()
+            self._cancel_received()
+
+    def _cancel_received(self) -> None:
+        pending = [d for d in self.received if d.state in ("delivered", "acked-in-tx")]
+        for d in pending:
+            object.__setattr__(d, "state", "rolled back")
+            self._forget(d)
+        ops.cancel(self.broker, [d._ref for d in pending])
+
+    def _check(self) -> None:
+        self.broker.check_open()
+        if self.closed:
+            raise IllegalStateError("the session is closed")
+
+    def close(self) -> None:
+        """Roll back an open transaction, close every consumer. Safe to call twice."""
+        with self.broker.lock:
+            if self.closed:
+                return
+            if self.transacted and self.broker._failure is None:
+                self._tx_sends = []
+                self._cancel_received()
+            for c in list(self.consumers):
+                c.close()
+            self.closed = True
+            if self in self.broker.sessions:
+                self.broker.sessions.remove(self)
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
