@@ -30,8 +30,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.broker import Address, Broker
 
 
-def route(broker: "Broker", dest: Destination) -> Tuple["Address", List[Queue]]:
-    """The address and the queues one message to ``dest`` goes to.
+def route(broker: "Broker", dest: Destination, advance: bool = True
+          ) -> Tuple["Address", List[Queue]]:
+    """The address and the queues one message to ``dest`` goes to (``advance=False`` only
+    validates: the anycast round-robin cursor does not move).
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError.
@@ -54,7 +56,7 @@ def route(broker: "Broker", dest: Destination) -> Tuple["Address", List[Queue]]:
     anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
     if RoutingType.ANYCAST in wanted and anycast:
         out.insert(0, anycast[addr.cursor % len(anycast)])
-        addr.cursor += 1
+        addr.cursor += 1 if advance else 0
     return addr, out
 
 

@@ -206,7 +206,7 @@ class Session:
         with broker.lock:
             self._check()
             if self.transacted:
-                ops.route(broker, dest)  # validate now; routed again at commit
+                ops.route(broker, dest, advance=False)  # validate now; routed at commit
                 self._tx_sends.extend((dest, m) for m in messages)
                 return
             ticket = ops.send(broker, dest, messages)

@@ -1,0 +1,255 @@
+"""The broker against a small reference model, with crash-and-reopen (hypothesis).
+
+Topology: address ``a`` (anycast) with durable queues ``a1``, ``a2`` (round-robin); address ``t``
+(multicast) with a durable queue ``t1`` and a non-durable queue ``t2``. The model tracks each
+queue's messages (send sequence, durability, delivery count), the deliveries held by consumers in
+consumption order, and an open transaction. A crash (simulated power loss, the index lost or
+kept) keeps exactly what was reported durable: durable messages on durable queues, in their
+original order, delivery counts as journaled, held deliveries back on their queues.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from engine import Broker, IllegalStateError, Message, QueueConfig, RoutingType
+from journal import JournalOptions, SimulatedFileSystem
+from recovery import MemoryIndex
+
+OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
+QUEUES = ("a1", "a2", "t1", "t2")
+
+
+@dataclass
+class Item:
+    seq: int
+    body: bytes
+    durable: bool
+    dc: int = 0
+
+
+@dataclass
+class Held:
+    queue: str
+    item: Item
+    delivery: object
+    tx: bool = False
+    acked_in_tx: bool = False
+
+
+@dataclass
+class Model:
+    queues: Dict[str, List[Item]] = field(default_factory=lambda: {q: [] for q in QUEUES})
+    held: List[Held] = field(default_factory=list)
+    cursor: int = 0
+    seq: int = 0
+    tx_sends: List[tuple] = field(default_factory=list)
+
+
+def setup(broker: Broker, first: bool) -> None:
+    if first:
+        broker.create_address("a", {RoutingType.ANYCAST})
+        broker.create_address("t", {RoutingType.MULTICAST})
+        for q in ("a1", "a2"):
+            broker.create_queue(QueueConfig(q, "a", RoutingType.ANYCAST))
+        broker.create_queue(QueueConfig("t1", "t", RoutingType.MULTICAST))
+    broker.create_queue(QueueConfig("t2", "t", RoutingType.MULTICAST, durable=False))
+
+
+class BrokerMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fs = SimulatedFileSystem()
+        self.index = MemoryIndex()
+        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
+                                  checkpoint_records=40)
+        setup(self.broker, True)
+        self.model = Model()
+        self._open_sessions()
+
+    def _open_sessions(self) -> None:
+        self.session = self.broker.session()
+        self.txs = self.broker.session(transacted=True)
+        self.consumers = {q: self.session.create_consumer(q) for q in QUEUES}
+        self.tx_consumers = {q: self.txs.create_consumer(q) for q in QUEUES}
+
+    # -- sending ------------------------------------------------------------------------------
+    def _route(self, address: str) -> List[str]:
+        if address == "a":
+            q = ("a1", "a2")[self.model.cursor % 2]
+            self.model.cursor += 1
+            return [q]
+        return ["t1", "t2"]
+
+    def _enqueue(self, address: str, body: bytes, durable: bool) -> None:
+        for q in self._route(address):
+            self.model.queues[q].append(Item(self.model.seq, body, durable))
+
+    @rule(address=st.sampled_from(["a", "t"]), durable=st.booleans())
+    def send(self, address: str, durable: bool) -> None:
+        self.model.seq += 1
+        body = b"m%d" % self.model.seq
+        self.session.send(address, Message(body, durable=durable))
+        self._enqueue(address, body, durable)
+
+    @rule(queue=st.sampled_from(["a1", "a2", "t1"]), durable=st.booleans())
+    def send_fqqn(self, queue: str, durable: bool) -> None:
+        self.model.seq += 1
+        body = b"f%d" % self.model.seq
+        address = "a" if queue.startswith("a") else "t"
+        self.session.send(f"{address}::{queue}", Message(body, durable=durable))
+        self.model.queues[queue].append(Item(self.model.seq, body, durable))
+
+    @rule(address=st.sampled_from(["a", "t"]))
+    def tx_send(self, address: str) -> None:
+        self.model.seq += 1
+        body = b"x%d" % self.model.seq
+        self.txs.send(address, Message(body))
+        self.model.tx_sends.append((address, body, self.model.seq))
+
+    # -- receiving and settling ---------------------------------------------------------------
+    def _receive(self, queue: str, tx: bool) -> None:
+        consumer = (self.tx_consumers if tx else self.consumers)[queue]
+        d = consumer.receive_nowait()
+        items = self.model.queues[queue]
+        if not items:
+            assert d is None
+            return
+        item = items.pop(0)
+        item.dc += 1
+        assert d is not None, f"expected {item.body!r} on {queue}"
+        assert d.message.body == item.body
+        assert d.delivery_count == item.dc
+        assert d.redelivered == (item.dc > 1)
+        self.model.held.append(Held(queue, item, d, tx))
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def receive(self, queue: str) -> None:
+        self._receive(queue, False)
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def tx_receive(self, queue: str) -> None:
+        self._receive(queue, True)
+
+    @rule(data=st.data(), reject=st.booleans())
+    def settle(self, data: st.DataObject, reject: bool) -> None:
+        open_ = [h for h in self.model.held if not h.acked_in_tx]
+        if not open_:
+            return
+        h = data.draw(st.sampled_from(open_))
+        (h.delivery.reject if reject else h.delivery.ack)()  # type: ignore[attr-defined]
+        if h.tx:
+            h.acked_in_tx = True
+        else:
+            self.model.held.remove(h)
+        try:
+            h.delivery.ack()  # type: ignore[attr-defined]
+            raise AssertionError("a settled delivery must not be settled again")
+        except IllegalStateError:
+            pass
+
+    def _return(self, held: List[Held]) -> None:
+        for h in reversed(held):
+            self.model.queues[h.queue].insert(0, h.item)
+            self.model.held.remove(h)
+
+    @rule(queue=st.sampled_from(QUEUES))
+    def close_consumer(self, queue: str) -> None:
+        self._return([h for h in self.model.held if h.queue == queue and not h.tx])
+        self.consumers[queue].close()
+        self.consumers[queue] = self.session.create_consumer(queue)
+
+    @rule()
+    def recover_session(self) -> None:
+        self._return([h for h in self.model.held if not h.tx])
+        self.session.recover()
+
+    @rule()
+    def commit(self) -> None:
+        self.txs.commit()
+        for address, body, _seq in self.model.tx_sends:
+            self.model.seq += 1  # journal order is commit order
+            for q in self._route(address):
+                self.model.queues[q].append(Item(self.model.seq, body, True))
+        self.model.tx_sends = []
+        for h in [h for h in self.model.held if h.tx and h.acked_in_tx]:
+            self.model.held.remove(h)
+
+    @rule()
+    def rollback(self) -> None:
+        self.txs.rollback()
+        self.model.tx_sends = []
+        self._return([h for h in self.model.held if h.tx])
+
+    # -- storage ------------------------------------------------------------------------------
+    @rule()
+    def checkpoint(self) -> None:
+        self.broker.checkpoint()
+
+    @rule()
+    def compact(self) -> None:
+        report = self.broker.compact(force=True)
+        event(f"compaction ran: {report.compacted}")
+
+    @rule()
+    def clean_reopen(self) -> None:
+        self.broker.close()
+        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
+                                  checkpoint_records=40)
+        self._after_restart()
+
+    @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16))
+    def crash_and_reopen(self, keep_all: bool, seed: int) -> None:
+        rng = random.Random(seed)
+        event(f"crash with {sum(len(v) for v in self.model.queues.values()) // 5 * 5}+ queued")
+        crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
+        index = self.index.crash(rng)
+        self.broker.close()
+        self.fs, self.index = crashed, index
+        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
+                                  checkpoint_records=40)
+        self._after_restart()
+
+    def _after_restart(self) -> None:
+        m = self.model
+        for h in m.held:
+            m.queues[h.queue].append(h.item)
+        m.held = []
+        m.tx_sends = []
+        m.cursor = 0
+        for q in QUEUES:
+            keep = [i for i in m.queues[q] if i.durable and q != "t2"]
+            m.queues[q] = sorted(keep, key=lambda i: i.seq)
+        setup(self.broker, False)
+        self._open_sessions()
+
+    # -- checks -------------------------------------------------------------------------------
+    @invariant()
+    def counts_match(self) -> None:
+        for q in QUEUES:
+            info = self.broker.queue_info(q)
+            held = sum(1 for h in self.model.held if h.queue == q)
+            assert info.delivering_count == held, (q, info)
+            assert info.message_count == len(self.model.queues[q]) + held, (q, info)
+
+    @precondition(lambda self: True)
+    @invariant()
+    def browse_matches(self) -> None:
+        for q in ("a1", "t1"):
+            seen = [m.message.body for m in self.session.create_browser(q)]
+            assert seen == [i.body for i in self.model.queues[q]], q
+
+    def teardown(self) -> None:
+        self.broker.close()
+
+
+BrokerMachine.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=80, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestBrokerModel = BrokerMachine.TestCase
