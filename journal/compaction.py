@@ -248,7 +248,8 @@ def _discard(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Record, L
 
 def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[int]],
              outputs: List[SegmentInfo], relocations: Dict[Location, Location]) -> None:
-    """Swap the in-memory table; carry over dead marks and pins made during the copy."""
+    """Swap the in-memory table; carry over dead marks made during the copy; move pins of
+    copied records, release pins of records left out."""
     by_old = {(loc.segment, loc.offset): new for loc, new in relocations.items()}
     live = j.liveness
     with j._lock:
@@ -263,18 +264,11 @@ def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[in
                 new = by_old.get((info.sequence, off))
                 if new is not None:
                     late_dead.append(new)
-        for old, waiting in list(live.pins.items()):
-            new = by_old.get((old.segment, old.offset))
-            if new is not None:
-                del live.pins[old]
-                live.pins[new] = waiting
-                for seq in waiting:
-                    targets = live.by_target.get(seq, set())
-                    targets.discard(old)
-                    targets.add(new)
-        freed = [loc for info in inputs for loc in live.released(info.sequence)]
+        live.relocate_tombstones(relocations)
+        freed = [tomb for info in inputs for tomb in live.segment_gone(info.sequence,
+                                                                        relocations)]
         for loc in late_dead + freed:
-            live._kill(by_old.get((loc.segment, loc.offset), loc))
+            live._kill(relocations.get(loc, loc))
     for info in inputs:
         try:
             j._fs.close(info.handle)

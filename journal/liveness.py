@@ -2,9 +2,11 @@
 
 Upper layers report dead records by location. A segment is deleted once it is sealed and every
 record in it is dead. A tombstone (an ack, a queue deletion) must outlive the records it cancels,
-or replay would bring them back: ``mark_dead_after`` keeps it live until every target's segment
-is gone (deleted or compacted away). Targets in the tombstone's own segment go with it, so they
-do not pin it. Segments are deleted oldest first, so a target always goes before its tombstone.
+or replay would bring them back: ``mark_dead_after`` keeps it live until every target record is
+physically gone: its segment deleted, or compaction not copying it (a copied target moves and
+keeps pinning). A target in the tombstone's own segment stops pinning as soon as it is dead,
+because a dead pair in one segment is deleted, or left out by compaction, together. Segments are
+deleted oldest first.
 
 Two brakes serve the index above: ``deferred`` (no deletion while a replay is reading segments)
 and ``horizon`` (no deletion or compaction of a segment holding an LSN above it: an index
@@ -14,7 +16,8 @@ checkpoint older than a tombstone must still find the tombstone in the journal's
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
+                    Tuple)
 
 from journal.errors import JournalIOError
 from journal.segment import Location, SegmentInfo
@@ -24,63 +27,118 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class Liveness:
-    """Dead-record bookkeeping and segment reclaim of one journal (internal)."""
+    """Dead-record bookkeeping and segment reclaim of one journal (internal; every method that
+    changes state expects the journal lock held, except the public entry points)."""
 
     def __init__(self, journal: "Journal") -> None:
         self._j = journal
-        self.pins: Dict[Location, Set[int]] = {}
-        self.by_target: Dict[int, Set[Location]] = {}
+        self.pins: Dict[Location, Set[Location]] = {}          # tombstone -> targets
+        self.by_target: Dict[Location, Set[Location]] = {}     # target -> tombstones
+        self.targets_in: Dict[int, Set[Location]] = {}         # segment -> pinned targets
+        self.dead_lengths: Dict[Tuple[int, int], int] = {}
         self.deleted_segments = 0
         self.deferred = False
         self.horizon: Optional[int] = None
-        self.dead_lengths: Dict[Tuple[int, int], int] = {}
 
+    # -- reporting ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:
         """See ``Journal.mark_dead``."""
         with self._j._lock:
-            touched = [self._kill(loc) for loc in locations]
-        if any(touched) and not self.deferred:
+            for loc in locations:
+                self._kill(loc)
+        if not self.deferred:
             self.reclaim()
 
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
         """See ``Journal.mark_dead_after``."""
         with self._j._lock:
-            segs = self._j._segments
-            waiting = {t.segment for t in targets
-                       if t.segment != location.segment and t.segment in segs}
-            if not waiting:
-                touched = self._kill(location)
-            else:
+            waiting = {t for t in targets if self._still_pins(location, t)}
+            if waiting:
                 self.pins[location] = waiting
-                for seq in waiting:
-                    self.by_target.setdefault(seq, set()).add(location)
-                touched = False
-        if touched and not self.deferred:
+                for t in waiting:
+                    self.by_target.setdefault(t, set()).add(location)
+                    self.targets_in.setdefault(t.segment, set()).add(t)
+            else:
+                self._kill(location)
+        if not self.deferred:
             self.reclaim()
 
-    def _kill(self, loc: Location) -> bool:
-        info = self._j._segments.get(loc.segment)
-        if info is None or loc.offset in info.dead:
-            return False
-        info.dead.add(loc.offset)
-        info.dead_bytes += loc.length
-        self.dead_lengths[(loc.segment, loc.offset)] = loc.length
-        return info.live_count == 0
+    def _still_pins(self, tomb: Location, target: Location) -> bool:
+        info = self._j._segments.get(target.segment)
+        if info is None:
+            return False  # already gone
+        return not (target.segment == tomb.segment and target.offset in info.dead)
 
-    def released(self, seq: int) -> List[Location]:
-        """Forget segment ``seq`` as a pin target; return tombstones now free (caller holds the
-        lock and kills them)."""
-        free = []
-        for loc in self.by_target.pop(seq, ()):
-            waiting = self.pins.get(loc)
-            if waiting is None:
+    def _kill(self, loc: Location) -> None:
+        """Mark one record dead, and free same-segment tombstones it pinned."""
+        todo = [loc]
+        while todo:
+            loc = todo.pop()
+            info = self._j._segments.get(loc.segment)
+            if info is None or loc.offset in info.dead:
                 continue
-            waiting.discard(seq)
-            if not waiting:
-                del self.pins[loc]
-                free.append(loc)
+            info.dead.add(loc.offset)
+            info.dead_bytes += loc.length
+            self.dead_lengths[(loc.segment, loc.offset)] = loc.length
+            for tomb in list(self.by_target.get(loc, ())):
+                if tomb.segment == loc.segment:
+                    todo.extend(self._release_target(tomb, loc))
+
+    def _release_target(self, tomb: Location, target: Location) -> List[Location]:
+        """Drop ``target`` from ``tomb``'s pins; return ``[tomb]`` if it is now free."""
+        waiting = self.pins.get(tomb)
+        tombs = self.by_target.get(target)
+        if tombs is not None:
+            tombs.discard(tomb)
+            if not tombs:
+                del self.by_target[target]
+                in_seg = self.targets_in.get(target.segment)
+                if in_seg is not None:
+                    in_seg.discard(target)
+        if waiting is None:
+            return []
+        waiting.discard(target)
+        if waiting:
+            return []
+        del self.pins[tomb]
+        return [tomb]
+
+    def segment_gone(self, seq: int, moved: Mapping[Location, Location]) -> List[Location]:
+        """Segment ``seq`` left the journal: pinned targets in it that ``moved`` (compaction
+        copied them) keep pinning at their new place; the rest are gone, freeing tombstones.
+        Returns the tombstones now free (the caller kills them, lock held)."""
+        free: List[Location] = []
+        for target in list(self.targets_in.pop(seq, ())):
+            tombs = self.by_target.pop(target, set())
+            new = moved.get(target)
+            for tomb in tombs:
+                waiting = self.pins.get(tomb)
+                if waiting is None:
+                    continue
+                waiting.discard(target)
+                if new is not None:
+                    waiting.add(new)
+                    self.by_target.setdefault(new, set()).add(tomb)
+                    self.targets_in.setdefault(new.segment, set()).add(new)
+                elif not waiting:
+                    del self.pins[tomb]
+                    free.append(tomb)
         return free
 
+    def relocate_tombstones(self, moved: Mapping[Location, Location]) -> None:
+        """Compaction copied pinned tombstones: key their pins by the new locations."""
+        for old, new in moved.items():
+            waiting = self.pins.pop(old, None)
+            if waiting is None:
+                continue
+            self.pins[new] = waiting
+            for t in waiting:
+                tombs = self.by_target.get(t)
+                if tombs is not None:
+                    tombs.discard(old)
+                    tombs.add(new)
+
+    # -- reclaim ------------------------------------------------------------------------------
     def reclaim(self) -> int:
         """Delete every sealed segment whose records are all dead, oldest first.
 
@@ -101,10 +159,10 @@ class Liveness:
                 if victim is None:
                     return deleted
                 del j._segments[victim.sequence]
-                for loc in self.released(victim.sequence):
-                    self._kill(loc)
-            for off in victim.dead:
-                self.dead_lengths.pop((victim.sequence, off), None)
+                for off in victim.dead:
+                    self.dead_lengths.pop((victim.sequence, off), None)
+                for tomb in self.segment_gone(victim.sequence, {}):
+                    self._kill(tomb)
             self._delete_file(victim)
             deleted += 1
             self.deleted_segments += 1
@@ -112,47 +170,6 @@ class Liveness:
     def below_horizon(self, info: SegmentInfo) -> bool:
         """Whether segment ``info`` may be deleted or compacted under the horizon."""
         return self.horizon is None or info.last_lsn <= self.horizon
-
-    def export_state(self) -> Dict[str, Any]:
-        """Dead marks and pins, as plain lists (for an index checkpoint)."""
-        with self._j._lock:
-            dead = {info.sequence: [[off, 0] for off in sorted(info.dead)]
-                    for info in self._j._segments.values() if info.dead}
-            lengths = self.dead_lengths
-            for seq, entries in dead.items():
-                for entry in entries:
-                    entry[1] = lengths.get((seq, entry[0]), 0)
-            pins = [[list(loc), sorted(seqs)] for loc, seqs in self.pins.items()]
-        return {"dead": dead, "pins": pins}
-
-    def restore_state(self, state: Dict[str, Any]) -> None:
-        """Re-apply exported dead marks and pins (segments that are gone are skipped)."""
-        with self._j._lock:
-            for seq, entries in state.get("dead", {}).items():
-                info = self._j._segments.get(int(seq))
-                if info is None:
-                    continue
-                for off, length in entries:
-                    self._kill(Location(info.sequence, off, length))
-            for loc, seqs in state.get("pins", []):
-                location = Location(*loc)
-                waiting = {s for s in seqs if s in self._j._segments}
-                if not waiting:
-                    self._kill(location)
-                    continue
-                self.pins[location] = waiting
-                for seq in waiting:
-                    self.by_target.setdefault(seq, set()).add(location)
-
-    def reset(self) -> None:
-        """Forget every dead mark and pin (before a full replay recomputes them)."""
-        with self._j._lock:
-            for info in self._j._segments.values():
-                info.dead.clear()
-                info.dead_bytes = 0
-            self.pins.clear()
-            self.by_target.clear()
-            self.dead_lengths.clear()
 
     def _delete_file(self, info: SegmentInfo) -> None:
         fs = self._j._fs
@@ -164,3 +181,40 @@ class Liveness:
             fs.fsync_dir(self._j._dir)
         except OSError as exc:
             raise JournalIOError(info.path, "delete segment", exc) from exc
+
+    # -- persistence of the bookkeeping -------------------------------------------------------
+    def export_state(self) -> Dict[str, Any]:
+        """Dead marks and pins, as plain lists (for an index checkpoint)."""
+        with self._j._lock:
+            dead = {info.sequence: [[off, self.dead_lengths.get((info.sequence, off), 0)]
+                                    for off in sorted(info.dead)]
+                    for info in self._j._segments.values() if info.dead}
+            pins = [[list(tomb), [list(t) for t in sorted(targets)]]
+                    for tomb, targets in self.pins.items()]
+        return {"dead": dead, "pins": pins}
+
+    def restore_state(self, state: Dict[str, Any]) -> None:
+        """Re-apply exported dead marks and pins (records in segments that are gone are
+        skipped; a tombstone whose targets are all gone is dead)."""
+        with self._j._lock:
+            for seq, entries in state.get("dead", {}).items():
+                if int(seq) not in self._j._segments:
+                    continue
+                for off, length in entries:
+                    self._kill(Location(int(seq), off, length))
+            pins = [(Location(*tomb), [Location(*t) for t in targets])
+                    for tomb, targets in state.get("pins", [])]
+        for tomb, targets in pins:
+            if tomb.segment in self._j._segments:
+                self.mark_dead_after(tomb, targets)
+
+    def reset(self) -> None:
+        """Forget every dead mark and pin (before a full replay recomputes them)."""
+        with self._j._lock:
+            for info in self._j._segments.values():
+                info.dead.clear()
+                info.dead_bytes = 0
+            self.pins.clear()
+            self.by_target.clear()
+            self.targets_in.clear()
+            self.dead_lengths.clear()

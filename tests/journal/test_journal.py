@@ -241,3 +241,24 @@ def test_trusted_catalogue_skips_scans_but_not_a_changed_segment() -> None:
     j = Journal.open("/j", SMALL, fs=fs, trusted=forged)
     assert j.report.trusted_segments == len(cat) - 1  # the mismatching one was scanned
     j.close()
+
+
+def test_tombstone_of_a_live_target_survives_compaction() -> None:
+    """An ack whose target is still live (a multicast message referenced elsewhere) must be
+    copied by compaction with it, and die only when the target is gone."""
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    target = j.append(1, {"msg": "M", "pad": "p" * 100})
+    tomb = j.append(2, {"ack": "M on queue 1"})
+    for i in range(150):  # fill and roll a few segments of dead filler
+        j.mark_dead([j.append(3, {"filler": i, "pad": "f" * 100}).location])
+    j.wait_durable()
+    j.mark_dead_after(tomb.location, [target.location])  # same segment, target still live
+    report = j.compact(force=True)
+    assert report.compacted
+    kinds = [r.kind for r in j.records()]
+    assert kinds.count(1) == 1 and kinds.count(2) == 1, "the ack was dropped with M alive"
+    j.mark_dead([report.relocations[target.location]])
+    j.compact(force=True)
+    assert [r.kind for r in j.records() if r.kind in (1, 2)] == []
+    j.close()

@@ -1,0 +1,132 @@
+"""The LMDB index is a cache of the journal: deleting, corrupting or rolling it back gives the
+same recovered state as the fast path."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict
+
+from engine import Broker, Message, QueueConfig, RoutingType
+from journal import JournalOptions
+from tests.recovery.storestate import describe
+
+ROOT = str(Path(__file__).resolve().parents[2])
+OPTS = JournalOptions(segment_size=16 * 1024)
+
+
+def build(d: str, rounds: int = 3, seed: int = 1) -> None:
+    rng = random.Random(seed)
+    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0)
+    if not b.address_names():
+        b.create_address("orders", {RoutingType.ANYCAST})
+        b.create_address("events", {RoutingType.MULTICAST})
+        b.create_queue(QueueConfig("orders", "orders"))
+        b.create_queue(QueueConfig("audit", "events", RoutingType.MULTICAST))
+        b.create_queue(QueueConfig("billing", "events", RoutingType.MULTICAST))
+    for r in range(rounds):
+        with b.session() as s:
+            s.send_many("orders", [Message(f"o{r}-{i}", {"i": i, "r": r}, priority=i % 10)
+                                   for i in range(60)])
+            s.send_many("events", [Message(f"e{r}-{i}", {"kind": "evt"}) for i in range(40)])
+            c = s.create_consumer("orders")
+            got = [c.receive(1) for _ in range(30)]
+            for d in got[:20]:
+                d.ack()
+            c.close()  # 10 come back redelivered
+            a = s.create_consumer("audit")
+            for _ in range(25):
+                a.receive(1).ack()
+        with b.session(transacted=True) as t:
+            t.send("orders", Message(f"tx{r}"))
+            bc = t.create_consumer("billing")
+            for _ in range(5):
+                bc.receive(1).ack()
+            t.commit()
+        if rng.random() < 0.5:
+            b.checkpoint()
+    b.close()
+
+
+def state_in_child(d: str) -> Dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "tests.recovery.storestate", d], cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_fast_path_and_rebuild_agree(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    build(d)
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.index == "used"
+        fast = describe(b)
+    assert fast["queues"]["orders"]["count"] > 100
+    assert any(m[1] == 1 for m in fast["queues"]["orders"]["messages"])  # redelivered ones
+    shutil.rmtree(os.path.join(d, "index"))
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.rebuilt
+        assert describe(b) == fast
+    with Broker.open(d, journal_options=OPTS) as b:  # the rebuild wrote a fresh checkpoint
+        assert b.recovery_report.index == "used"
+        assert describe(b) == fast
+
+
+def test_corrupt_index_is_detected_and_rebuilt(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    build(d)
+    fast = state_in_child(d)["state"]
+    data = Path(d, "index", "data.mdb")
+    pristine = data.read_bytes()
+    rng = random.Random(7)
+    outcomes = {"used": 0, "rebuilt": 0}
+    for trial in range(12):
+        raw = bytearray(pristine)
+        for _ in range(8):
+            pos = rng.randrange(len(raw))
+            raw[pos] ^= 1 << rng.randrange(8)
+        data.write_bytes(bytes(raw))
+        got = state_in_child(d)
+        assert got["state"] == fast, f"trial {trial}: wrong state with index {got['index']}"
+        outcomes["used" if got["index"] == "used" else "rebuilt"] += 1
+    assert outcomes["rebuilt"] > 0
+
+
+def test_stale_index_from_an_older_checkpoint(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    build(d, rounds=2)
+    old = str(tmp_path / "old-index")
+    shutil.copytree(os.path.join(d, "index"), old)
+    build(d, rounds=4, seed=2)  # more traffic, checkpoints, reclaimed segments
+    with Broker.open(d, journal_options=OPTS) as b:
+        latest = describe(b)
+    shutil.rmtree(os.path.join(d, "index"))
+    shutil.copytree(old, os.path.join(d, "index"))
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert describe(b) == latest, b.recovery_report.index
+
+
+def test_compaction_then_both_recovery_paths(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    build(d, rounds=6)
+    with Broker.open(d, journal_options=OPTS) as b:
+        before = describe(b)
+        with b.session() as s:  # make most of the journal dead, then compact
+            c = s.create_consumer("orders")
+            while (m := c.receive(0.05)) is not None:
+                m.ack()
+        report = b.compact(force=True)
+        assert report.compacted and report.records_copied > 0
+        after = describe(b)
+    assert after["queues"]["orders"]["count"] == 0
+    assert after["queues"]["audit"] == before["queues"]["audit"]
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.index == "used" and describe(b) == after
+    shutil.rmtree(os.path.join(d, "index"))
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.rebuilt and describe(b) == after
