@@ -4,6 +4,7 @@
     broker = Broker.open("data/")
 """
 
+from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
                            EngineError, IllegalStateError, InvalidNameError, QueueNotFoundError,
@@ -12,7 +13,7 @@ from engine.model import AddressInfo, Message, QueueConfig, QueueInfo, ReceivedM
 from engine.session import Browser, Consumer, Delivery, Session
 
 __all__ = [
-    "AddressInfo", "AddressNotFoundError", "AlreadyExistsError", "Broker", "BrokerFailedError",
+    "AddressInfo", "AddressNotFoundError", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker", "BrokerFailedError",
     "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError", "InvalidNameError",
     "Message", "QueueConfig", "QueueInfo", "QueueNotFoundError", "ReceivedMessage",
     "ResourceLimitError", "RoutingType", "RoutingTypeError", "Session",

@@ -116,14 +116,20 @@ def deliver(broker: "Broker", queue: Queue, consumer: Any) -> Optional[Tuple[Mes
 
 
 def serve_waiters(broker: "Broker", queue: Queue) -> None:
-    """Give ready references to consumers blocked in receive, longest waiting first."""
+    """Give ready references to consumers blocked in receive, longest waiting first; a waiter
+    whose consumer has no credit keeps its place until an ack frees some."""
+    kept = []
     while queue.waiters and queue.ready:
         waiter = queue.waiters.popleft()
-        if not waiter.wants():
+        if waiter.done or waiter.consumer.closed:
+            continue
+        if not waiter.consumer.has_credit():
+            kept.append(waiter)
             continue
         got = deliver(broker, queue, waiter.consumer)
         assert got is not None
         waiter.give(*got)
+    queue.waiters.extendleft(reversed(kept))
 
 
 def settle(broker: "Broker", refs: Iterable[Tuple[MessageRef, str]],

@@ -11,8 +11,7 @@ unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
 from __future__ import annotations
 
 import threading
-import time
-from typing import TYPE_CHECKING, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
 
 from engine import delivery as ops
 from engine.errors import IllegalStateError, ResourceLimitError
@@ -72,6 +71,9 @@ class _Waiter:
         self.done = True
         self.event.set()
 
+    def wake(self) -> None:
+        self.event.set()
+
 
 class Consumer:
     """Receives from one queue (name or FQQN ``address::queue``). Create with
@@ -83,6 +85,7 @@ class Consumer:
         self.window = window
         self.closed = False
         self.unacked: List[Delivery] = []
+        self.waiting: List[Any] = []
 
     def has_credit(self) -> bool:
         """Whether the window allows one more delivery."""
@@ -97,37 +100,45 @@ class Consumer:
         Raises:
             IllegalStateError: the consumer, session or broker is closed.
         """
+        waiter = _Waiter(self)
+        got = self._take_or_wait(waiter)
+        if got is None:
+            waiter.event.wait(timeout)
+            got = self._stop_waiting(waiter)
+        if got is None:
+            return None
+        self.session.broker.wait(got[1])  # the DELIVERY record is durable first
+        return self._finish(got[0])
+
+    def _take_or_wait(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
+        """Take the head now, or register ``waiter`` to be handed the next message."""
         broker = self.session.broker
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            with broker.lock:
-                self._check()
-                got = ops.deliver(broker, self.queue, self) if self.has_credit() else None
-                waiter = None
-                if got is None:
-                    waiter = _Waiter(self)
-                    if self.has_credit():
-                        self.queue.waiters.append(waiter)
-            if got is not None:
-                return self._finish(*got)
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            assert waiter is not None
-            waiter.event.wait(0.05 if left is None else min(left, 0.05))
-            with broker.lock:
-                waiter.done = True
-                got = waiter.got
-            if got is not None:
-                return self._finish(*got)
-            if deadline is not None and time.monotonic() >= deadline:
-                return None
+        with broker.lock:
+            self._check()
+            got = ops.deliver(broker, self.queue, self) if self.has_credit() else None
+            if got is None:
+                self.queue.waiters.append(waiter)
+                self.waiting.append(waiter)
+            return got
+
+    def _stop_waiting(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
+        with self.session.broker.lock:
+            waiter.done = True
+            if waiter in self.waiting:
+                self.waiting.remove(waiter)
+            return waiter.got
+
+    def credit_returned(self) -> None:
+        """An ack freed credit: serve this consumer's waiter if messages are ready."""
+        ops.serve_waiters(self.session.broker, self.queue)
 
     def receive_nowait(self) -> Optional[Delivery]:
         """A message if one is ready now, else ``None``."""
         return self.receive(0)
 
-    def _finish(self, ref: MessageRef, ticket: Optional[Ticket]) -> Delivery:
+    def _finish(self, ref: MessageRef) -> Delivery:
+        """Build the delivery once its DELIVERY record is durable."""
         broker = self.session.broker
-        broker.wait(ticket)  # the DELIVERY record is durable before the message leaves
         with broker.lock:
             body = ops.body_of(broker, ref.msg)
             d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
@@ -148,6 +159,10 @@ class Consumer:
             if self.closed:
                 return
             self.closed = True
+            for waiter in self.waiting:
+                waiter.done = True
+                waiter.wake()
+            self.waiting = []
             if self in self.queue.consumers:
                 self.queue.consumers.remove(self)
             pending = [d for d in self.unacked if d.state == "delivered"]
@@ -201,6 +216,10 @@ class Session:
 
     def send_many(self, destination: str, messages: Sequence[Message]) -> None:
         """Send messages in order with one wait for all of them (one group commit)."""
+        self.broker.wait(self._send_begin(destination, messages))
+
+    def _send_begin(self, destination: str, messages: Sequence[Message]) -> Optional[Ticket]:
+        """The locked part of a send; returns the ticket to wait on (or ``None``)."""
         dest = parse_destination(destination)
         broker = self.broker
         with broker.lock:
@@ -208,9 +227,8 @@ class Session:
             if self.transacted:
                 ops.route(broker, dest, advance=False)  # validate now; routed at commit
                 self._tx_sends.extend((dest, m) for m in messages)
-                return
-            ticket = ops.send(broker, dest, messages)
-        broker.wait(ticket)
+                return None
+            return ops.send(broker, dest, messages)
 
     # -- consuming ----------------------------------------------------------------------------
     def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW) -> Consumer:
@@ -256,6 +274,9 @@ class Session:
 
     # -- settling -----------------------------------------------------------------------------
     def _settle(self, d: Delivery, reason: str) -> None:
+        self.broker.wait(self._settle_begin(d, reason))
+
+    def _settle_begin(self, d: Delivery, reason: str) -> Optional[Ticket]:
         broker = self.broker
         with broker.lock:
             broker.check_open()
@@ -266,12 +287,12 @@ class Session:
             if self.transacted:
                 object.__setattr__(d, "state", "acked-in-tx")
                 object.__setattr__(d, "_reason", reason)
-                return
+                return None
             object.__setattr__(d, "state", "settled")
             self._forget(d)
             ticket = ops.settle(broker, [(d._ref, reason)])
             ops.serve_waiters(broker, d._ref.queue)
-        broker.wait(ticket)
+            return ticket
 
     def _forget(self, d: Delivery) -> None:
         for c in self.consumers:
@@ -288,6 +309,9 @@ class Session:
             IllegalStateError: not transacted, or closed. Routing errors (an address deleted
                 since the send): nothing of the transaction is applied; it stays open.
         """
+        self.broker.wait(self._commit_begin())
+
+    def _commit_begin(self) -> Optional[Ticket]:
         broker = self.broker
         with broker.lock:
             self._check()
@@ -301,7 +325,7 @@ class Session:
                 self._forget(d)
             for c in self.consumers:
                 ops.serve_waiters(broker, c.queue)
-        broker.wait(ticket)
+            return ticket
 
     def rollback(self) -> None:
         """Discard the transaction's sends and return every message received in it (acked in

@@ -1,0 +1,130 @@
+"""The asyncio facade: ``await session.send(...)``, ``await consumer.receive()``.
+
+The locked parts run in the event loop thread (they only append to the journal's open batch);
+waiting for durability awaits the journal ticket, so thousands of tasks share one group commit
+without a thread each. ``receive`` waits on a future the broker resolves from whichever thread
+makes a message available.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Optional, Sequence
+
+from engine.broker import Broker
+from engine.errors import BrokerFailedError
+from engine.model import Message
+from engine.queue import MessageRef
+from engine.session import Consumer, Delivery, Session
+from journal import JournalError, Ticket
+
+
+async def _wait(broker: Broker, ticket: Optional[Ticket]) -> None:
+    if ticket is None:
+        return
+    try:
+        await ticket
+    except JournalError as exc:
+        broker._failure = exc
+        raise BrokerFailedError(exc) from exc
+    broker.persistence.after_wait()
+
+
+class _AsyncWaiter:
+    """A consumer awaiting a message (asyncio flavour)."""
+
+    def __init__(self, consumer: Consumer, loop: asyncio.AbstractEventLoop) -> None:
+        self.consumer = consumer
+        self.loop = loop
+        self.future: "asyncio.Future[None]" = loop.create_future()
+        self.got = None
+        self.done = False
+
+    def wants(self) -> bool:
+        return not self.done and not self.consumer.closed and self.consumer.has_credit()
+
+    def give(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
+        self.got = (ref, ticket)
+        self.done = True
+        self.loop.call_soon_threadsafe(self._wake)
+
+    def wake(self) -> None:
+        self.loop.call_soon_threadsafe(self._wake)
+
+    def _wake(self) -> None:
+        if not self.future.done():
+            self.future.set_result(None)
+
+
+class AsyncConsumer:
+    """``await consumer.receive(timeout)``; wraps a ``Consumer``."""
+
+    def __init__(self, consumer: Consumer) -> None:
+        self.consumer = consumer
+
+    async def receive(self, timeout: Optional[float] = None) -> Optional[Delivery]:
+        """A ``Delivery``, or ``None`` after ``timeout`` seconds (forever when ``None``)."""
+        c = self.consumer
+        waiter = _AsyncWaiter(c, asyncio.get_running_loop())
+        got = c._take_or_wait(waiter)
+        if got is None:
+            try:
+                await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+            except asyncio.TimeoutError:
+                pass
+            got = c._stop_waiting(waiter)
+            if got is None:
+                return None
+        await _wait(c.session.broker, got[1])
+        return c._finish(got[0])
+
+    async def ack(self, delivery: Delivery) -> None:
+        """Acknowledge without blocking the event loop."""
+        s = self.consumer.session
+        await _wait(s.broker, s._settle_begin(delivery, "acked"))
+
+    async def reject(self, delivery: Delivery) -> None:
+        """Reject without blocking the event loop."""
+        s = self.consumer.session
+        await _wait(s.broker, s._settle_begin(delivery, "rejected"))
+
+    def close(self) -> None:
+        """Close the consumer (unacked deliveries go back to the queue)."""
+        self.consumer.close()
+
+
+class AsyncSession:
+    """An asyncio view of a ``Session``. Create with ``AsyncSession(broker.session())``."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    async def send(self, destination: str, message: Message) -> None:
+        """Send one message; returns when it is durable."""
+        await _wait(self.session.broker, self.session._send_begin(destination, [message]))
+
+    async def send_many(self, destination: str, messages: Sequence[Message]) -> None:
+        """Send messages with one wait."""
+        await _wait(self.session.broker, self.session._send_begin(destination, messages))
+
+    def create_consumer(self, queue: str, window: int = 1000) -> AsyncConsumer:
+        """An ``AsyncConsumer`` on a queue or FQQN."""
+        return AsyncConsumer(self.session.create_consumer(queue, window))
+
+    async def commit(self) -> None:
+        """Commit the transaction (one TX record)."""
+        await _wait(self.session.broker, self.session._commit_begin())
+
+    def rollback(self) -> None:
+        """Roll the transaction back (nothing to wait for)."""
+        self.session.rollback()
+
+    def close(self) -> None:
+        """Close the session."""
+        self.session.close()
+
+    async def __aenter__(self) -> "AsyncSession":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,338 @@
+"""The broker's public behaviour, seed by seed (004 §4.1-4.7, §4.10, §4.13; 000 rollbacks)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from engine import (AddressNotFoundError, AlreadyExistsError, AsyncSession, Broker,
+                    IllegalStateError, InvalidNameError, Message, QueueConfig,
+                    QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
+from journal import JournalOptions
+from recovery.schema import RecordKind
+
+OPTS = JournalOptions(segment_size=64 * 1024)
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    b = Broker.open(str(tmp_path / "s"), journal_options=OPTS)
+    yield b
+    b.close()
+
+
+def reopen(b: Broker) -> Broker:
+    d = b.persistence.journal.directory.rsplit("/journal", 1)[0]
+    b.close()
+    return Broker.open(d, journal_options=OPTS)
+
+
+def bodies(b: Broker, queue: str) -> List[bytes]:
+    with b.session() as s:
+        return [m.message.body for m in s.create_browser(queue)]
+
+
+def kinds(b: Broker) -> List[int]:
+    return [r.kind for r in b.persistence.journal.records()]
+
+
+@pytest.mark.parametrize("name", ["", "a b", "a&b", "a::b", "a,b", "a?b", "a>b", "a#", "a.*",
+                                  "x" * 256])
+def test_naming_rules(broker: Broker, name: str) -> None:
+    with pytest.raises(InvalidNameError):
+        broker.create_address(name)
+    assert broker.address_names() == []
+    assert kinds(broker) == []
+
+
+def test_bad_input_changes_nothing(broker: Broker) -> None:
+    broker.create_address("a")
+    broker.create_queue(QueueConfig("q", "a"))
+    before = kinds(broker)
+    with pytest.raises(AlreadyExistsError):
+        broker.create_address("a")
+    with pytest.raises(AlreadyExistsError):
+        broker.create_queue(QueueConfig("q", "a"))
+    with pytest.raises(AddressNotFoundError):
+        broker.create_queue(QueueConfig("q2", "nope"))
+    with pytest.raises(RoutingTypeError):
+        broker.create_queue(QueueConfig("q3", "a", RoutingType.MULTICAST))
+    with pytest.raises(RoutingTypeError):
+        broker.create_address("b", routing_types=())
+    with broker.session() as s:
+        with pytest.raises(AddressNotFoundError):
+            s.send("nope", Message(b"x"))
+        with pytest.raises(QueueNotFoundError):
+            s.send("a::nope", Message(b"x"))
+        with pytest.raises(QueueNotFoundError):
+            s.create_consumer("nope")
+        with pytest.raises(RoutingTypeError):
+            s.send("multicast://a", Message(b"x"))
+    with pytest.raises(TypeError):
+        Message(b"x", properties={"k": object()})
+    assert kinds(broker) == before
+    assert broker.queue_info("q").message_count == 0
+
+
+def test_anycast_round_robin_across_queues(broker: Broker) -> None:
+    broker.create_address("orders")
+    for q in ("q1", "q2"):
+        broker.create_queue(QueueConfig(q, "orders"))
+    with broker.session() as s:
+        for i in range(6):
+            s.send("orders", Message(b"%d" % i))
+    assert bodies(broker, "q1") == [b"0", b"2", b"4"]
+    assert bodies(broker, "q2") == [b"1", b"3", b"5"]
+
+
+def test_multicast_stores_the_body_once_and_frees_it_with_the_last_ack(broker: Broker) -> None:
+    broker.create_address("news", {RoutingType.MULTICAST})
+    for q in ("s1", "s2", "s3"):
+        broker.create_queue(QueueConfig(q, "news", RoutingType.MULTICAST))
+    with broker.session() as s:
+        s.send("news", Message(b"hello"))
+        assert kinds(broker).count(RecordKind.MESSAGE) == 1
+        for q in ("s1", "s2", "s3"):
+            assert bodies(broker, q) == [b"hello"]
+        for q in ("s1", "s2"):
+            s.create_consumer(q).receive(1).ack()
+        journal = broker.persistence.journal
+        assert journal.statistics().live_records > 0
+        live_before = journal.statistics().live_records
+        s.create_consumer("s3").receive(1).ack()
+    # the message record and the deliveries are dead now (acks stay until it is reclaimed)
+    assert journal.statistics().live_records < live_before
+
+
+def test_prefixes_and_fqqn(broker: Broker) -> None:
+    broker.create_address("foo", {RoutingType.ANYCAST, RoutingType.MULTICAST})
+    broker.create_queue(QueueConfig("any1", "foo", RoutingType.ANYCAST))
+    broker.create_queue(QueueConfig("any2", "foo", RoutingType.ANYCAST))
+    broker.create_queue(QueueConfig("multi", "foo", RoutingType.MULTICAST))
+    with broker.session() as s:
+        s.send("foo", Message(b"both"))           # one anycast queue and every multicast one
+        s.send("anycast://foo", Message(b"any"))
+        s.send("multicast://foo", Message(b"multi"))
+        s.send("foo::any2", Message(b"fq"))
+        assert [m.message.body for m in s.create_browser("foo::multi")] == [b"both", b"multi"]
+        with pytest.raises(QueueNotFoundError):
+            s.create_consumer("bar::multi")
+    assert bodies(broker, "any1") == [b"both"]
+    assert bodies(broker, "any2") == [b"any", b"fq"]
+
+
+def test_durability_rules_across_reopen(broker: Broker) -> None:
+    broker.create_address("t", {RoutingType.MULTICAST})
+    broker.create_queue(QueueConfig("keep", "t", RoutingType.MULTICAST))
+    broker.create_queue(QueueConfig("temp", "t", RoutingType.MULTICAST, durable=False))
+    with broker.session() as s:
+        s.send("t", Message(b"durable"))
+        s.send("t", Message(b"volatile", durable=False))
+    assert bodies(broker, "temp") == [b"durable", b"volatile"]
+    broker = reopen(broker)
+    try:
+        assert broker.queue_names() == ["keep"]
+        assert bodies(broker, "keep") == [b"durable"]
+    finally:
+        broker.close()
+
+
+def test_cancelled_messages_return_in_order_flagged_redelivered(broker: Broker) -> None:
+    broker.create_address("foo")
+    broker.create_queue(QueueConfig("foo", "foo"))
+    with broker.session() as s:
+        s.send_many("foo", [Message(x) for x in (b"A", b"B", b"C", b"D", b"E")])
+        c = s.create_consumer("foo")
+        got = [c.receive(1) for _ in range(4)]
+        info = broker.queue_info("foo")
+        assert (info.message_count, info.delivering_count) == (5, 4)  # seed 000 example
+        c.close()
+        with pytest.raises(IllegalStateError):
+            got[0].ack()
+        assert bodies(broker, "foo") == [b"A", b"B", b"C", b"D", b"E"]
+        c2 = s.create_consumer("foo")
+        again = c2.receive(1)
+        assert again.message.body == b"A" and again.redelivered and again.delivery_count == 2
+    broker = reopen(broker)
+    try:
+        with broker.session() as s:
+            d = s.create_consumer("foo").receive(1)
+            assert d.message.body == b"A" and d.delivery_count == 3
+            assert bodies(broker, "foo") == [b"B", b"C", b"D", b"E"]
+    finally:
+        broker.close()
+
+
+def test_reject_is_not_redelivered_and_double_ack_fails(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    with broker.session() as s:
+        s.send_many("q", [Message(b"1"), Message(b"2")])
+        c = s.create_consumer("q")
+        d = c.receive(1)
+        d.reject()
+        with pytest.raises(IllegalStateError):
+            d.ack()
+        c.close()
+        assert bodies(broker, "q") == [b"2"]
+        info = broker.queue_info("q")
+        assert info.messages_killed == 1 and info.messages_acknowledged == 0
+
+
+def test_window_bounds_deliveries(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    with broker.session() as s:
+        s.send_many("q", [Message(b"%d" % i) for i in range(5)])
+        c = s.create_consumer("q", window=2)
+        a, b = c.receive_nowait(), c.receive_nowait()
+        assert a and b and c.receive_nowait() is None
+        a.ack()
+        assert c.receive_nowait().message.body == b"2"
+
+
+def test_transactions_commit_and_rollback(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    with broker.session() as s:
+        s.send_many("q", [Message(b"old1"), Message(b"old2")])
+    with broker.session(transacted=True) as t:
+        t.send("q", Message(b"new"))
+        assert bodies(broker, "q") == [b"old1", b"old2"]
+        c = t.create_consumer("q")
+        d = c.receive(1)
+        d.ack()
+        t.rollback()
+        assert bodies(broker, "q") == [b"old1", b"old2"]
+        t.send("q", Message(b"new2"))
+        d = c.receive(1)
+        assert d.redelivered
+        d.ack()
+        before = kinds(broker).count(RecordKind.TX)
+        t.commit()
+        assert kinds(broker).count(RecordKind.TX) == before + 1  # one commit record
+        assert bodies(broker, "q") == [b"old2", b"new2"]
+    with broker.session() as s:
+        with pytest.raises(IllegalStateError):
+            s.commit()
+    broker = reopen(broker)
+    try:
+        assert bodies(broker, "q") == [b"old2", b"new2"]
+    finally:
+        broker.close()
+
+
+def test_management_and_deletes(broker: Broker) -> None:
+    broker.create_address("a")
+    broker.create_queue(QueueConfig("q", "a", max_consumers=1))
+    with broker.session() as s:
+        s.send_many("a", [Message(b"1"), Message(b"2")])
+        c = s.create_consumer("q")
+        with pytest.raises(ResourceLimitError):
+            s.create_consumer("q")
+        c.receive(1).ack()
+        info = broker.queue_info("q")
+        assert (info.message_count, info.consumer_count, info.messages_added,
+                info.messages_acknowledged, info.durable) == (1, 1, 2, 1, True)
+        assert broker.address_info("a").queues == ("q",)
+        with pytest.raises(ResourceLimitError):
+            broker.delete_queue("q")
+        with pytest.raises(ResourceLimitError):
+            broker.delete_address("a")
+        c.close()
+    broker.delete_queue("q")
+    broker.delete_address("a")
+    broker = reopen(broker)
+    try:
+        assert broker.queue_names() == [] and broker.address_names() == []
+    finally:
+        broker.close()
+
+
+def test_closed_objects_refuse_work(tmp_path: Path) -> None:
+    b = Broker.open(str(tmp_path / "s"), journal_options=OPTS)
+    b.create_address("a")
+    b.create_queue(QueueConfig("a", "a"))
+    s = b.session()
+    s.close()
+    with pytest.raises(IllegalStateError):
+        s.send("a", Message(b"x"))
+    b.close()
+    with pytest.raises(IllegalStateError):
+        b.create_address("b")
+    with pytest.raises(IllegalStateError):
+        b.session()
+
+
+def test_waiting_consumers_are_served_round_robin(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    got: dict = {0: [], 1: []}
+    s = broker.session()
+    consumers = [s.create_consumer("q"), s.create_consumer("q")]
+
+    def run(i: int) -> None:
+        d = consumers[i].receive(5)
+        got[i].append(d.message.body)
+        d.ack()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    threads[0].start()
+    while len(broker.find_queue("q").waiters) < 1:
+        time.sleep(0.001)
+    threads[1].start()
+    while len(broker.find_queue("q").waiters) < 2:
+        time.sleep(0.001)
+    with broker.session() as p:
+        p.send("q", Message(b"0"))
+        p.send("q", Message(b"1"))
+    for t in threads:
+        t.join()
+    assert got[0][0] == b"0" and got[1][0] == b"1"
+    s.close()
+
+
+def test_asyncio_facade_shares_group_commit(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+
+    async def main() -> List[bytes]:
+        s = AsyncSession(broker.session())
+        await asyncio.gather(*(s.send("q", Message(b"%d" % i)) for i in range(200)))
+        c = s.create_consumer("q")
+        out = []
+        for _ in range(200):
+            d = await c.receive(1)
+            await c.ack(d)
+            out.append(d.message.body)
+        assert await c.receive(0.05) is None
+        s.close()
+        return out
+
+    stats_before = broker.persistence.journal.statistics()
+    out = asyncio.run(main())
+    assert sorted(out) == sorted(b"%d" % i for i in range(200))
+    stats = broker.persistence.journal.statistics()
+    assert stats.batches - stats_before.batches < 600  # 200 sends shared fsyncs
+
+
+def test_a_full_window_waits_for_an_ack(broker: Broker) -> None:
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    with broker.session() as s:
+        s.send_many("q", [Message(b"1"), Message(b"2")])
+        c = s.create_consumer("q", window=1)
+        first = c.receive(1)
+        result = []
+        t = threading.Thread(target=lambda: result.append(c.receive(5)))
+        t.start()
+        time.sleep(0.05)
+        assert not result  # blocked: no credit
+        first.ack()
+        t.join(5)
+        assert result and result[0].message.body == b"2"
