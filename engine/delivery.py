@@ -115,6 +115,24 @@ def deliver(broker: "Broker", queue: Queue, consumer: Any) -> Optional[Tuple[Mes
     return ref, ticket
 
 
+def deliver_many(broker: "Broker", queue: Queue, consumer: Any, limit: int
+                 ) -> Tuple[List[MessageRef], Optional[Ticket]]:
+    """Like ``deliver`` for up to ``limit`` references, journaled in one write."""
+    refs, records = [], []
+    while len(refs) < limit:
+        ref = queue.take()
+        if ref is None:
+            break
+        ref.delivery_count += 1
+        ref.consumer = consumer
+        queue.delivering[ref.msg.mid] = ref
+        refs.append(ref)
+        if ref.journaled:
+            records.append((RecordKind.DELIVERY,
+                            schema.delivery(queue.id, ref.msg.mid, ref.delivery_count)))
+    return refs, (broker.write(records) if records else None)
+
+
 def serve_waiters(broker: "Broker", queue: Queue) -> None:
     """Give ready references to consumers blocked in receive, longest waiting first; a waiter
     whose consumer has no credit keeps its place until an ack frees some."""

