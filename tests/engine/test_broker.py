@@ -336,3 +336,13 @@ def test_a_full_window_waits_for_an_ack(broker: Broker) -> None:
         first.ack()
         t.join(5)
         assert result and result[0].message.body == b"2"
+
+
+def test_store_files_are_private(tmp_path: Path) -> None:
+    import stat
+    d = tmp_path / "s"
+    with Broker.open(str(d), journal_options=OPTS) as b:
+        b.create_address("a")
+    for p in [d] + [x for x in d.rglob("*")]:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        assert mode == (0o700 if p.is_dir() else 0o600), (p, oct(mode))
