@@ -132,9 +132,9 @@ def encode_frame(kind: int, lsn: int, generation: int, synced_lsn: int, payload:
     Returns:
         ``len(payload) + FRAME_OVERHEAD`` bytes.
     """
-    head = FRAME_HEADER.pack(len(payload) + FRAME_OVERHEAD, kind, 0, 0, lsn, generation,
-                             synced_lsn)
-    return b"".join((head, payload, _U32.pack(crc32c(payload, crc32c(head)))))
+    body = FRAME_HEADER.pack(len(payload) + FRAME_OVERHEAD, kind, 0, 0, lsn, generation,
+                             synced_lsn) + payload
+    return body + _U32.pack(crc32c(body))
 
 
 @dataclass(frozen=True)

@@ -239,8 +239,8 @@ class Journal:
             seg.last_lsn = lsn
             if self._writer_idle and (self._lead is None or
                                       batch.nbytes >= self._options.batch_bytes):
-                self._work.notify()
-        return Ticket(lsn, Location(seg.sequence, off, flen), batch, self)
+                self._wake_writer()
+        return Ticket(lsn, (seg.sequence, off, flen), batch, self)
 
     def _admit(self) -> None:
         """Slow path of an append (lock held): refuse when not writable, wait for space."""
@@ -291,7 +291,7 @@ class Journal:
             self._next_lsn = lsn
             batch.last_lsn = lsn - 1
             if self._writer_idle:
-                self._work.notify()
+                self._wake_writer()
         return Ticket(lsn - 1, locations, batch, self)
 
     def _before_wait(self, batch: Batch) -> None:
@@ -309,7 +309,13 @@ class Journal:
             return
         with self._lock:
             if self._writer_idle and self._open.frames:
-                self._work.notify()
+                self._wake_writer()
+
+    def _wake_writer(self) -> None:
+        """Notify the idle writer (lock held); it counts as busy until it waits again, so
+        the appends and awaits that follow do not notify it again."""
+        self._writer_idle = False
+        self._work.notify()
 
     def _check_writable(self) -> None:
         if self._closed or self._stopping:
@@ -349,7 +355,7 @@ class Journal:
                 raise JournalFailedError(self._failure)
             batch = self._open if self._open.frames else None
             if batch is not None and self._writer_idle:
-                self._work.notify()
+                self._wake_writer()
         return batch.wait(timeout) if batch is not None else True
 
     # -- reading -----------------------------------------------------------------------------

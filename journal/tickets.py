@@ -101,10 +101,10 @@ class Ticket:
 
     __slots__ = ("lsn", "_locs", "_batch", "_journal")
 
-    def __init__(self, lsn: int, locations: Union[Location, List[Location]], batch: Batch,
-                 journal: Any = None) -> None:
+    def __init__(self, lsn: int, locations: Union[Tuple[int, int, int], List[Location]],
+                 batch: Batch, journal: Any = None) -> None:
         self.lsn = lsn
-        self._locs = locations
+        self._locs = locations  # a (segment, offset, length) triple for one record
         self._batch = batch
         self._journal = journal
 
@@ -112,13 +112,13 @@ class Ticket:
     def location(self) -> Location:
         """Location (segment, offset, length) of the (last) record of this ticket."""
         locs = self._locs
-        return locs[-1] if isinstance(locs, list) else locs
+        return locs[-1] if isinstance(locs, list) else Location(*locs)
 
     @property
     def locations(self) -> List[Location]:
         """The locations of every record of the call, in order."""
         locs = self._locs
-        return locs if isinstance(locs, list) else [locs]
+        return locs if isinstance(locs, list) else [Location(*locs)]
 
     def done(self) -> bool:
         """Whether the fsync covering this ticket finished (successfully or not)."""

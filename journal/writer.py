@@ -166,7 +166,7 @@ class GroupCommitWriter:
             self._flush_lock.release()
         with j._lock:  # records that arrived meanwhile: their waiters may not lead
             if j._open.frames and j._writer_idle:
-                j._work.notify()
+                j._wake_writer()
 
     def _flush_and_complete(self, batch: Batch) -> None:
         try:
