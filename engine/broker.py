@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set
+from dataclasses import dataclass, field, replace
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
                            IllegalStateError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
-from engine.model import AddressInfo, QueueConfig, QueueInfo, RoutingType, check_queue_config
+from engine.model import (AddressInfo, QueueConfig, QueueInfo, RoutingType, check_queue_config,
+                          now_ms)
 from engine.names import check_name
 from engine.persistence import Persistence
+from engine.settings import DEFAULT_LVQ_KEY, AddressSettings, SettingsRepository
+from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
 from recovery import (INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, RecoveryReport, StoreImage,
@@ -52,10 +55,14 @@ class Broker:
     Thread-safe. One opener per directory (a second one gets ``DirectoryLockedError``).
     """
 
-    def __init__(self, persistence: Persistence, report: RecoveryReport) -> None:
+    def __init__(self, persistence: Persistence, report: RecoveryReport,
+                 syntax: WildcardSyntax = DEFAULT_SYNTAX,
+                 clock: Optional[Callable[[], int]] = None) -> None:
         self._p = persistence
         self.recovery_report = report
         self.lock = threading.RLock()
+        self.settings = SettingsRepository(syntax)
+        self._clock = clock or now_ms
         self.addresses: Dict[str, Address] = {}
         self.queues: Dict[str, Queue] = {}
         self.queues_by_id: Dict[int, Queue] = {}
@@ -63,6 +70,10 @@ class Broker:
         self._failure: Optional[BaseException] = None
         self._closed = False
         self.sessions: List[object] = []
+        self._reaper: Optional[threading.Thread] = None
+        self._stop_reaper = threading.Event()
+        for match, (values, _loc) in persistence.image.settings.items():
+            self.settings.set(match, AddressSettings.from_record(values))
         self._load(persistence.image)
 
     # -- opening and closing ------------------------------------------------------------------
@@ -70,7 +81,11 @@ class Broker:
     def open(cls, directory: str, *, fs: Optional[FileSystem] = None,
              journal_options: Optional[JournalOptions] = None,
              index: Optional[IndexStore] = None,
-             checkpoint_records: int = 200_000) -> "Broker":
+             checkpoint_records: int = 200_000,
+             address_settings: Optional[Mapping[str, AddressSettings]] = None,
+             wildcard_syntax: WildcardSyntax = DEFAULT_SYNTAX,
+             clock: Optional[Callable[[], int]] = None,
+             expiry_scan_ms: int = 30_000) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -80,6 +95,13 @@ class Broker:
             journal_options: journal settings (segment size, sync policy...).
             index: the index store; LMDB in ``directory/index`` by default.
             checkpoint_records: write an index checkpoint after this many records.
+            address_settings: address-settings entries by match pattern (seed 004 §4.17),
+                journaled when they differ from the stored ones; entries stored earlier and
+                not named here stay (remove them with ``remove_address_settings``).
+            wildcard_syntax: delimiter, any-words and single-word characters.
+            clock: the time in ms since the epoch (expiry); ``time.time`` when ``None``.
+            expiry_scan_ms: how often a background thread expires messages (0: never; they
+                still expire when met at delivery, or with ``expire_messages()``).
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -103,10 +125,15 @@ class Broker:
             index.close()
             raise
         persistence = Persistence(rec.journal, rec.image, index, checkpoint_records)
-        broker = cls(persistence, rec.report)
-        if rec.report.rebuilt or rec.report.replayed_records > 1000:
+        broker = cls(persistence, rec.report, wildcard_syntax, clock)
+        for match, values in (address_settings or {}).items():
+            if broker.settings.entries.get(match) != values:
+                broker.set_address_settings(match, values)
+        if rec.report.rebuilt:
             with broker.lock:
                 broker._guard(persistence.checkpoint)
+        if expiry_scan_ms > 0:
+            broker._start_reaper(expiry_scan_ms / 1000.0)
         return broker
 
     def _load(self, image: StoreImage) -> None:
@@ -122,9 +149,8 @@ class Broker:
             queue = Queue(qi.id, config)
             self._attach_queue(queue)
             for r in qi.refs.values():
-                queue.add_tail(MessageRef(self.messages[r.mid], queue, r.order,
-                                          r.delivery_count, journaled=True))
-            queue.added = 0
+                queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
+                                           r.delivery_count, journaled=True))
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -147,6 +173,7 @@ class Broker:
                 pass
         with self.lock:
             self._closed = True
+            self._stop_reaper.set()
             if self._failure is None:
                 try:
                     self._p.checkpoint()
@@ -197,6 +224,88 @@ class Broker:
         ident = image.next_id
         image.next_id += 1
         return ident
+
+    def now_ms(self) -> int:
+        """The broker's clock, ms since the epoch (injectable for tests)."""
+        return self._clock()
+
+    def _start_reaper(self, period_s: float) -> None:
+        def run() -> None:
+            while not self._stop_reaper.wait(period_s):
+                try:
+                    self.expire_messages()
+                except (BrokerFailedError, IllegalStateError):
+                    return
+        self._reaper = threading.Thread(target=run, name="mqstore-expiry", daemon=True)
+        self._reaper.start()
+
+    def expire_messages(self) -> int:
+        """Expire every ready message whose expiration has passed now (moved to the expiry
+        address, or dropped and counted in ``messages_expired``).
+
+        Returns:
+            How many messages expired.
+        """
+        from engine.deadletter import expire_messages
+        with self.lock:
+            self.check_open()
+            count, ticket = expire_messages(self)
+        self.wait(ticket)
+        return count
+
+    # -- address settings ---------------------------------------------------------------------
+    def set_address_settings(self, match: str, settings: AddressSettings) -> None:
+        """Add or replace the address-settings entry for wildcard ``match`` (journaled).
+
+        Raises:
+            ValueError: a value out of range; nothing changed.
+        """
+        settings.validated()
+        with self.lock:
+            self.check_open()
+            ticket = self.write([(RecordKind.SETTINGS,
+                                  schema.settings(match, settings.to_record()))])
+            self.settings.set(match, settings)
+        self.wait(ticket)
+
+    def remove_address_settings(self, match: str) -> None:
+        """Remove the entry for ``match`` (journaled). No error when there is none."""
+        with self.lock:
+            self.check_open()
+            if match not in self.settings.entries:
+                return
+            ticket = self.write([(RecordKind.SETTINGS, schema.settings(match, None))])
+            self.settings.set(match, None)
+        self.wait(ticket)
+
+    def address_settings(self, address: str) -> AddressSettings:
+        """The effective settings of ``address`` (every matching entry overlaid)."""
+        with self.lock:
+            return self.settings.resolve(address)
+
+    def set_ring_size(self, queue: str, ring_size: int) -> QueueInfo:
+        """Change a queue's ring size at run time (seed 000: lowering it deletes nothing now;
+        new messages keep the queue from growing until it shrinks by consumption).
+
+        Raises:
+            QueueNotFoundError. ValueError: ring_size < -1.
+        """
+        if ring_size < -1:
+            raise ValueError("ring_size is -1 (no limit) or >= 0")
+        from engine.policies import build_policies
+        with self.lock:
+            self.check_open()
+            q = self.find_queue(queue)
+            config = replace(q.config, ring_size=ring_size)
+            ticket = None
+            if q.durable:
+                ticket = self.write([(RecordKind.QUEUE_UPDATE,
+                                      schema.queue_update(q.id, config.to_record()))])
+            q.config = config
+            lvq = [p for p in q.policies if hasattr(p, "latest")]
+            q.policies = lvq + [p for p in build_policies(config) if not hasattr(p, "latest")]
+        self.wait(ticket)
+        return q.info()
 
     @property
     def persistence(self) -> Persistence:
@@ -257,6 +366,7 @@ class Broker:
         check_queue_config(config)
         with self.lock:
             self.check_open()
+            config = self._resolve_config(config)
             addr = self.addresses.get(config.address)
             if addr is None:
                 raise AddressNotFoundError(config.address)
@@ -274,6 +384,24 @@ class Broker:
             self._attach_queue(queue)
         self.wait(ticket)
         return queue.info()
+
+    def _resolve_config(self, config: QueueConfig) -> QueueConfig:
+        """Fill unset fields from the address settings (seed 000 default-ring-size; 004 §4.9.4,
+        §4.9.6.3, §4.11.2)."""
+        st = self.settings.resolve(config.address)
+        key = config.last_value_key
+        if key is None and (config.last_value or st.default_last_value_queue):
+            key = st.default_last_value_key or DEFAULT_LVQ_KEY
+        if key is None and st.default_last_value_key:
+            key = st.default_last_value_key
+        return replace(config,
+                       ring_size=st.default_ring_size if config.ring_size is None
+                       else config.ring_size,
+                       last_value_key=key, last_value=key is not None,
+                       non_destructive=st.default_non_destructive
+                       if config.non_destructive is None else config.non_destructive,
+                       exclusive=st.default_exclusive_queue if config.exclusive is None
+                       else config.exclusive)
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages (Artemis destroyQueue without consumers).

@@ -1,4 +1,4 @@
-"""Routing, delivery, settlement and transactions: the semantic operations on queues.
+"""Routing, placement, delivery, settlement and transactions: the semantic operations on queues.
 
 Every function here runs with the broker lock held and returns the ticket to wait on (outside
 the lock) or ``None`` when nothing was journaled.
@@ -7,11 +7,16 @@ the lock) or ``None`` when nothing was journaled.
   multicast every queue (the body stored once, referenced from each); both routing types
   without a prefix: one anycast queue and every multicast queue; a prefix restricts the routing
   type; a fully qualified queue name picks that queue only.
-- Delivery: the head of the queue goes to the consumer that asks, or to the consumer waiting
-  longest; its delivery count goes up and a DELIVERY record is journaled before it is handed out.
-- Cancel and rollback: references go back to the head in the reverse order of consumption,
-  keeping their delivery counts (seed 000_721345e89d5d1b64.txt, Messages in Delivery &
-  Rollbacks); acked or rejected ones are journaled as ACK records with a reason.
+- Placement: references join queues through the queues' policies (ring, last value); what a
+  policy removes is journaled as an ACK with its reason in the same TX record as the send, so a
+  decision and its cause are durable together or not at all.
+- Delivery: the head goes to the consumer that asks, or to the consumer waiting longest; its
+  delivery count goes up and a DELIVERY record is journaled before it is handed out. Expired
+  messages met on the way are expired (``engine.deadletter``). Non-destructive queues hand out
+  the next message after the consumer's cursor and keep it.
+- Cancel and rollback: references go back to the head in the reverse order of consumption with
+  their delivery counts (seed 000, Messages in Delivery & Rollbacks); one that reached
+  max-delivery-attempts is dead-lettered instead.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
-from engine.model import Message, RoutingType, now_ms
+from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.queue import MessageRef, Queue, StoredMessage
 from journal import Ticket
@@ -28,6 +33,8 @@ from recovery.schema import AckReason, RecordKind
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.broker import Address, Broker
+
+Removal = Tuple[MessageRef, str]
 
 
 def route(broker: "Broker", dest: Destination, advance: bool = True
@@ -60,82 +67,151 @@ def route(broker: "Broker", dest: Destination, advance: bool = True
     return addr, out
 
 
-def send(broker: "Broker", dest: Destination, messages: Sequence[Message]) -> Optional[Ticket]:
-    """Route and enqueue messages; journal the durable ones in one write (one record each)."""
-    plans = []
-    records: List[Tuple[RecordKind, Dict[str, Any]]] = []
-    now = now_ms()
-    for msg in messages:
-        addr, queues = route(broker, dest)
+class Placement:
+    """Messages being placed on queues in one journal write (internal to this module).
+
+    ``add`` routes one message and puts its references on the queues (policies decide
+    removals); ``write`` journals everything in one write (MESSAGE records, or one TX record
+    when there are policy removals or ``acks``) and fixes the references' order keys.
+    """
+
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.now = broker.now_ms()
+        self.payloads: List[Dict[str, Any]] = []
+        self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
+        self.removals: List[Removal] = []
+        self.touched: Dict[int, Queue] = {}
+
+    def add(self, address: str, queues: List[Queue], msg: Message) -> None:
+        broker = self.broker
+        settings = broker.settings.resolve(address)
+        expiration = msg.expiration
+        if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
+            expiration = self.now + settings.expiry_delay  # seed 004 §4.9.6.4
         mid = broker.next_id()
         journaled = [q for q in queues if q.durable] if msg.durable else []
-        ts = msg.timestamp or now
+        ts = msg.timestamp or self.now
+        slot = -1
         if journaled:
-            records.append((RecordKind.MESSAGE, schema.message(
-                mid, addr.name, [q.id for q in journaled], msg.body, msg.properties, ts,
-                msg.expiration, msg.priority)))
-        stored = StoredMessage(mid, addr.name, msg.durable, dict(msg.properties), ts,
-                               msg.expiration, msg.priority, None if journaled else msg.body)
-        plans.append((stored, queues, journaled))
-    ticket = broker.write(records) if records else None
-    lsn = ticket.lsn - len(records) + 1 if ticket else 0
-    touched: Dict[int, Queue] = {}
-    for stored, queues, journaled in plans:
-        if journaled:
-            stored.image = broker.persistence.image.messages.get(stored.mid)
+            slot = len(self.payloads)
+            self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
+                                                msg.body, msg.properties, ts, expiration,
+                                                msg.priority))
+        stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
+                               msg.priority, None if journaled else msg.body)
         if queues:
-            broker.messages[stored.mid] = stored
+            broker.messages[mid] = stored
+        refs = []
         for q in queues:
-            on_disk = q in journaled
-            order = (lsn, 0) if on_disk else (0, q.mem_seq)
-            q.mem_seq += 1
-            q.add_tail(MessageRef(stored, q, order, journaled=on_disk))
-            touched[q.id] = q
-        if journaled:
-            lsn += 1
-    for q in touched.values():
-        serve_waiters(broker, q)
-    return ticket
+            ref = MessageRef(stored, q, (0, 0), journaled=q in journaled)
+            self.removals += q.add_tail(ref, self.now)
+            refs.append(ref)
+            self.touched[q.id] = q
+        self.placed.append((stored, refs, slot))
+
+    def write(self, acks: Sequence[Dict[str, Any]] = (), as_tx: bool = False
+              ) -> Optional[Ticket]:
+        broker = self.broker
+        removal_acks = [schema.ack(r.queue.id, r.msg.mid, why) for r, why in self.removals
+                        if r.journaled]
+        all_acks = list(acks) + removal_acks
+        ticket = None
+        if as_tx or all_acks:
+            if self.payloads or all_acks:
+                ticket = broker.write([(RecordKind.TX, schema.tx(broker.next_id(),
+                                                                 self.payloads, all_acks))])
+            lsn_of = (lambda slot: (ticket.lsn, slot)) if ticket else None
+        else:
+            if self.payloads:
+                ticket = broker.write([(RecordKind.MESSAGE, p) for p in self.payloads])
+            first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
+            lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
+        for stored, refs, slot in self.placed:
+            if slot >= 0 and lsn_of is not None:
+                stored.image = broker.persistence.image.messages.get(stored.mid)
+            for ref in refs:
+                ref.order = lsn_of(slot) if ref.journaled and lsn_of else (0, ref.seq)
+        for ref, why in self.removals:
+            forget(broker, ref, why)
+        for q in self.touched.values():
+            serve_waiters(broker, q)
+        return ticket
+
+
+def send(broker: "Broker", dest: Destination, messages: Sequence[Message]) -> Optional[Ticket]:
+    """Route and place messages; journal the durable ones in one write."""
+    placement = Placement(broker)
+    for msg in messages:
+        addr, queues = route(broker, dest)
+        placement.add(addr.name, queues, msg)
+    return placement.write()
+
+
+def forget(broker: "Broker", ref: MessageRef, why: str) -> None:
+    """Account for a reference a policy or the broker removed (its ACK is journaled by the
+    caller): counters, the message's reference count."""
+    queue = ref.queue
+    queue.detach(ref)
+    queue.delivering.pop(ref.msg.mid, None)
+    if why in (AckReason.EVICTED.value, AckReason.KILLED.value, AckReason.REJECTED.value):
+        queue.killed += 1
+    elif why == AckReason.EXPIRED.value:
+        queue.expired += 1
+    elif why == AckReason.ACKED.value:
+        queue.acknowledged += 1
+    broker.drop_message_ref(ref)
 
 
 def deliver(broker: "Broker", queue: Queue, consumer: Any) -> Optional[Tuple[MessageRef,
                                                                                Optional[Ticket]]]:
-    """Hand the head of ``queue`` to ``consumer``: count the delivery, journal it (durable
-    references), move the reference to in-delivery. ``None`` when the queue is empty."""
-    ref = queue.take()
-    if ref is None:
-        return None
-    ref.delivery_count += 1
-    ref.consumer = consumer
-    queue.delivering[ref.msg.mid] = ref
-    ticket = None
-    if ref.journaled:
-        ticket = broker.write([(RecordKind.DELIVERY,
-                                schema.delivery(queue.id, ref.msg.mid, ref.delivery_count))])
-    return ref, ticket
+    """Hand the next message of ``queue`` to ``consumer``: count the delivery, journal it,
+    move it to in-delivery (destructive queues). ``None`` when nothing is available."""
+    refs, ticket = deliver_many(broker, queue, consumer, 1)
+    return (refs[0], ticket) if refs else None
 
 
 def deliver_many(broker: "Broker", queue: Queue, consumer: Any, limit: int
                  ) -> Tuple[List[MessageRef], Optional[Ticket]]:
     """Like ``deliver`` for up to ``limit`` references, journaled in one write."""
-    refs, records = [], []
+    from engine.deadletter import expire_now
+    now = broker.now_ms()
+    refs: List[MessageRef] = []
+    records = []
+    expired: List[MessageRef] = []
     while len(refs) < limit:
-        ref = queue.take()
-        if ref is None:
-            break
+        if queue.non_destructive:
+            ref = queue.peek_after(consumer.cursor)
+            if ref is None:
+                break
+            consumer.cursor = ref.seq
+        else:
+            ref = queue.take()
+            if ref is None:
+                break
+        if ref.msg.expiration and ref.msg.expiration <= now:
+            if queue.non_destructive:
+                queue.detach(ref)
+            expired.append(ref)
+            continue
         ref.delivery_count += 1
+        if queue.non_destructive:
+            refs.append(ref)
+            continue
         ref.consumer = consumer
         queue.delivering[ref.msg.mid] = ref
         refs.append(ref)
         if ref.journaled:
             records.append((RecordKind.DELIVERY,
                             schema.delivery(queue.id, ref.msg.mid, ref.delivery_count)))
+    if expired:
+        expire_now(broker, expired)
     return refs, (broker.write(records) if records else None)
 
 
 def serve_waiters(broker: "Broker", queue: Queue) -> None:
-    """Give ready references to consumers blocked in receive, longest waiting first; a waiter
-    whose consumer has no credit keeps its place until an ack frees some."""
+    """Give available messages to consumers blocked in receive, longest waiting first; a
+    waiter whose consumer has no credit keeps its place until an ack frees some."""
     kept = []
     while queue.waiters and queue.ready:
         waiter = queue.waiters.popleft()
@@ -145,81 +221,80 @@ def serve_waiters(broker: "Broker", queue: Queue) -> None:
             kept.append(waiter)
             continue
         got = deliver(broker, queue, waiter.consumer)
-        assert got is not None
+        if got is None:
+            kept.append(waiter)
+            break
         waiter.give(*got)
     queue.waiters.extendleft(reversed(kept))
 
 
-def settle(broker: "Broker", refs: Iterable[Tuple[MessageRef, str]],
-           journal: bool = True) -> Optional[Ticket]:
-    """Remove references for good (acked, rejected...), journaling ACK records with reasons
-    (unless ``journal`` is false: their ACKs are already inside a TX record)."""
+def settle(broker: "Broker", refs: Iterable[Removal], journal: bool = True) -> Optional[Ticket]:
+    """Remove references in delivery for good (acked...), journaling ACK records with reasons
+    (unless ``journal`` is false: their ACKs are already inside a TX record). References of
+    non-destructive queues stay on the queue."""
     records = []
     for ref, reason in refs:
         queue = ref.queue
+        if queue.non_destructive:
+            continue
         queue.settle(ref)
-        if reason == AckReason.ACKED.value:
-            queue.acknowledged += 1
-        elif reason in (AckReason.REJECTED.value, AckReason.KILLED.value):
-            queue.killed += 1
         if ref.journaled and journal:
             records.append((RecordKind.ACK, schema.ack(queue.id, ref.msg.mid, reason)))
-        broker.drop_message_ref(ref)
+        forget(broker, ref, reason)
     return broker.write(records) if records else None
 
 
-def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> None:
+def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
     """Return references in delivery to the head of their queues, in the reverse order of
-    consumption (``refs`` in consumption order); delivery counts are kept."""
+    consumption (``refs`` in consumption order), delivery counts kept; those that reached
+    max-delivery-attempts are dead-lettered; what policies remove is journaled."""
+    from engine.deadletter import move_out
+    now = broker.now_ms()
     by_queue: Dict[int, List[MessageRef]] = {}
     for ref in refs:
         by_queue.setdefault(ref.queue.id, []).append(ref)
+    dead: List[Removal] = []
+    removals: List[Removal] = []
     for qid, group in by_queue.items():
         queue = group[0].queue
-        if broker.queues_by_id.get(qid) is not queue:
-            continue  # the queue was deleted meanwhile
-        queue.return_to_head(group)
-        serve_waiters(broker, queue)
+        if broker.queues_by_id.get(qid) is not queue or queue.non_destructive:
+            continue  # deleted meanwhile, or nothing was taken off the queue
+        limit = broker.settings.resolve(queue.config.address).max_delivery_attempts
+        back = []
+        for ref in group:
+            if limit is not None and limit >= 0 and ref.delivery_count >= limit:
+                queue.delivering.pop(ref.msg.mid, None)
+                ref.consumer = None
+                dead.append((ref, AckReason.KILLED.value))
+            else:
+                back.append(ref)
+        removals += queue.return_to_head(back, now)
+    records = [(RecordKind.ACK, schema.ack(r.queue.id, r.msg.mid, why))
+               for r, why in removals if r.journaled]
+    ticket = broker.write(records) if records else None
+    for ref, why in removals:
+        forget(broker, ref, why)
+    if dead:
+        ticket = move_out(broker, dead) or ticket
+    for qid in by_queue:
+        queue = broker.queues_by_id.get(qid)
+        if queue is not None:
+            serve_waiters(broker, queue)
+    return ticket
 
 
 def commit(broker: "Broker", sends: Sequence[Tuple[Destination, Message]],
-           acks: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
-    """Apply a transaction: every send and ack in one TX record (durable parts), then in
-    memory. Routing happens now, at commit."""
-    now = now_ms()
-    msgs, plans = [], []
+           acks: Sequence[Removal]) -> Optional[Ticket]:
+    """Apply a transaction: every send and ack, and what policies decide for the sends, in one
+    TX record (durable parts), then in memory. Routing happens now, at commit."""
+    placement = Placement(broker)
     for dest, msg in sends:
         addr, queues = route(broker, dest)
-        mid = broker.next_id()
-        journaled = [q for q in queues if q.durable] if msg.durable else []
-        ts = msg.timestamp or now
-        if journaled:
-            msgs.append(schema.message(mid, addr.name, [q.id for q in journaled], msg.body,
-                                       msg.properties, ts, msg.expiration, msg.priority))
-        plans.append((StoredMessage(mid, addr.name, msg.durable, dict(msg.properties), ts,
-                                    msg.expiration, msg.priority,
-                                    None if journaled else msg.body), queues, journaled,
-                      len(msgs) - 1))
+        placement.add(addr.name, queues, msg)
     ack_payloads = [schema.ack(ref.queue.id, ref.msg.mid, reason) for ref, reason in acks
-                    if ref.journaled]
-    ticket = None
-    if msgs or ack_payloads:
-        ticket = broker.write([(RecordKind.TX, schema.tx(broker.next_id(), msgs, ack_payloads))])
+                    if ref.journaled and not ref.queue.non_destructive]
+    ticket = placement.write(ack_payloads, as_tx=True)
     settle(broker, acks, journal=False)
-    touched: Dict[int, Queue] = {}
-    for stored, queues, journaled, slot in plans:
-        if journaled:
-            stored.image = broker.persistence.image.messages.get(stored.mid)
-        if queues:
-            broker.messages[stored.mid] = stored
-        for q in queues:
-            on_disk = q in journaled
-            order = (ticket.lsn, slot) if on_disk and ticket else (0, q.mem_seq)
-            q.mem_seq += 1
-            q.add_tail(MessageRef(stored, q, order, journaled=on_disk))
-            touched[q.id] = q
-    for q in touched.values():
-        serve_waiters(broker, q)
     return ticket
 
 

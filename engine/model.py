@@ -68,17 +68,21 @@ class Message:
 
 @dataclass(frozen=True)
 class QueueConfig:
-    """A queue's configuration (Artemis queue attributes; the policies of the next issue add
-    fields here).
+    """A queue's configuration (Artemis queue attributes). Fields left ``None`` take the
+    address settings' defaults when the queue is created (seed 004 §4.17).
 
     Attributes:
         name: queue name (seed 004 §4.1 rules).
-        address: the address it is bound to (created when missing? no: must exist).
+        address: the address it is bound to (must exist unless auto-create allows).
         routing_type: anycast or multicast; must be one the address supports.
         durable: journaled queue; survives reopening with its durable messages.
         max_consumers: -1 for no limit (seed 004 §4.10).
         exclusive: one consumer at a time receives (seed 004 §4.11); stored, enforced later.
-        auto_created: created by the broker on demand.
+        auto_created: created by the broker on demand (auto-deleted when settings allow).
+        ring_size: at most this many ready messages, -1 for no limit (seed 000).
+        last_value_key: the last-value property (seed 004 §4.9).
+        last_value: a last-value queue with the default key ``_AMQ_LVQ_NAME``.
+        non_destructive: consuming leaves messages on the queue (seed 004 §4.9.6).
     """
 
     name: str
@@ -86,21 +90,29 @@ class QueueConfig:
     routing_type: RoutingType = RoutingType.ANYCAST
     durable: bool = True
     max_consumers: int = -1
-    exclusive: bool = False
+    exclusive: Optional[bool] = None
     auto_created: bool = False
+    ring_size: Optional[int] = None
+    last_value_key: Optional[str] = None
+    last_value: bool = False
+    non_destructive: Optional[bool] = None
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
         return {"durable": self.durable, "max_consumers": self.max_consumers,
-                "exclusive": self.exclusive, "auto_created": self.auto_created}
+                "exclusive": bool(self.exclusive), "auto_created": self.auto_created,
+                "ring_size": -1 if self.ring_size is None else self.ring_size,
+                "last_value_key": self.last_value_key,
+                "non_destructive": bool(self.non_destructive)}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
                     cfg: Mapping[str, Any]) -> "QueueConfig":
-        """Rebuild from a QUEUE_ADD record."""
+        """Rebuild from a QUEUE_ADD or QUEUE_UPDATE record."""
         return cls(name, address, RoutingType(routing_type), bool(cfg.get("durable", True)),
                    int(cfg.get("max_consumers", -1)), bool(cfg.get("exclusive", False)),
-                   bool(cfg.get("auto_created", False)))
+                   bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
+                   cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)))
 
 
 @dataclass(frozen=True)
@@ -110,7 +122,8 @@ class QueueInfo:
     message_count counts messages on the queue including those in delivery; delivering_count
     those handed to consumers and not yet acked; scheduled_count those held for later delivery.
     messages_added / messages_acknowledged / messages_killed / messages_expired count since the
-    broker opened.
+    broker opened (killed: dead-lettered, rejected or evicted from a ring; last-value
+    replacements are not counted).
     """
 
     name: str
@@ -128,6 +141,9 @@ class QueueInfo:
     max_consumers: int
     exclusive: bool
     auto_created: bool
+    ring_size: int = -1
+    last_value_key: Optional[str] = None
+    non_destructive: bool = False
 
 
 @dataclass(frozen=True)
@@ -174,6 +190,10 @@ def check_queue_config(config: QueueConfig) -> None:
         raise InvalidNameError(str(config.routing_type), "routing type is anycast or multicast")
     if config.max_consumers < -1 or config.max_consumers == 0:
         raise ValueError("max_consumers is -1 (no limit) or at least 1")
+    if config.ring_size is not None and config.ring_size < -1:
+        raise ValueError("ring_size is -1 (no limit) or >= 0")
+    if config.last_value_key is not None and not config.last_value_key:
+        raise ValueError("last_value_key is a non-empty property name")
 
 
 def optional_int(value: Optional[int]) -> int:

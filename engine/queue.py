@@ -59,9 +59,11 @@ class MessageRef:
         it there (0, seq for in-memory ones). delivery_count: times handed to a consumer.
         consumer: the consumer holding it while in delivery, else ``None``.
         journaled: whether its state is in the journal (durable message on a durable queue).
+        seq: arrival number on its queue. in_queue: whether it is on the ready list.
     """
 
-    __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled")
+    __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled", "seq",
+                 "in_queue")
 
     def __init__(self, msg: StoredMessage, queue: "Queue", order: Tuple[int, int],
                  delivery_count: int = 0, journaled: bool = False) -> None:
@@ -71,18 +73,26 @@ class MessageRef:
         self.delivery_count = delivery_count
         self.consumer: Any = None
         self.journaled = journaled
+        self.seq = 0          # position in the queue's arrival order (non-destructive cursors)
+        self.in_queue = False  # on the ready list
 
 
 class QueuePolicy(Protocol):
-    """A composable queue behaviour (ring size, last value, non-destructive...; next issue).
+    """A composable queue behaviour (ring size, last value...; ``engine.policies``).
 
-    ``on_add`` runs when a reference is added at the tail and returns the references to
-    remove with the reason to journal (e.g. ring eviction). ``now_ms`` is passed in: policies
-    never read the clock or touch files.
+    ``before_add`` runs before a reference joins the tail, ``after_add`` after it joined the
+    tail or went back to the head; both return the references to remove with the reason to
+    journal. ``removed`` is told of every reference leaving the ready list. ``now_ms`` is
+    passed in: policies never read the clock or touch files.
     """
 
-    def on_add(self, queue: "Queue", ref: MessageRef, now_ms: int
-               ) -> List[Tuple[MessageRef, str]]: ...
+    def before_add(self, queue: "Queue", ref: MessageRef, now_ms: int
+                   ) -> List[Tuple[MessageRef, str]]: ...
+
+    def after_add(self, queue: "Queue", ref: MessageRef, now_ms: int
+                  ) -> List[Tuple[MessageRef, str]]: ...
+
+    def removed(self, ref: MessageRef) -> None: ...
 
 
 class Queue:
@@ -97,13 +107,14 @@ class Queue:
     """
 
     def __init__(self, qid: int, config: QueueConfig) -> None:
+        from engine.policies import build_policies
         self.id = qid
         self.config = config
         self.ready: Deque[MessageRef] = deque()
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
         self.waiters: Deque[Any] = deque()
-        self.policies: List[QueuePolicy] = []
+        self.policies: List[QueuePolicy] = build_policies(config)
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -124,24 +135,86 @@ class Queue:
         """Messages on the queue, in delivery included (Artemis messageCount)."""
         return len(self.ready) + len(self.delivering)
 
-    def add_tail(self, ref: MessageRef) -> None:
-        """Append a new reference at the tail."""
+    @property
+    def non_destructive(self) -> bool:
+        """Whether consuming leaves messages on the queue (seed 004 §4.9.6)."""
+        return bool(self.config.non_destructive)
+
+    def add_tail(self, ref: MessageRef, now_ms: int = 0) -> List[Tuple[MessageRef, str]]:
+        """Append a new reference at the tail; return what the policies remove for it (the
+        caller journals and detaches those)."""
+        removals: List[Tuple[MessageRef, str]] = []
+        for policy in self.policies:
+            removals += policy.before_add(self, ref, now_ms)
+        self.mem_seq += 1
+        ref.seq = self.mem_seq
+        ref.in_queue = True
         self.ready.append(ref)
         ref.msg.refcount += 1
         self.added += 1
+        for policy in self.policies:
+            removals += policy.after_add(self, ref, now_ms)
+        return removals
+
+    def load_tail(self, ref: MessageRef) -> None:
+        """Append a recovered reference as it was: policies are not re-run (their decisions
+        are in the journal), only their indexes learn of it."""
+        self.mem_seq += 1
+        ref.seq = self.mem_seq
+        ref.in_queue = True
+        self.ready.append(ref)
+        ref.msg.refcount += 1
+        for policy in self.policies:
+            if hasattr(policy, "latest"):
+                value = policy._value(ref)
+                if value is not None:
+                    policy.latest[value] = ref
 
     def take(self) -> Optional[MessageRef]:
         """Pop the head reference, or ``None``."""
-        return self.ready.popleft() if self.ready else None
+        if not self.ready:
+            return None
+        ref = self.ready.popleft()
+        ref.in_queue = False
+        return ref
 
-    def return_to_head(self, refs: List[MessageRef]) -> None:
+    def peek_after(self, seq: int) -> Optional[MessageRef]:
+        """The first ready reference that arrived after ``seq`` (non-destructive cursors)."""
+        for ref in self.ready:
+            if ref.seq > seq:
+                return ref
+        return None
+
+    def detach(self, ref: MessageRef) -> None:
+        """Take a reference off the ready list (a policy or expiry removed it)."""
+        if ref.in_queue:
+            self.ready.remove(ref)
+            ref.in_queue = False
+        for policy in self.policies:
+            policy.removed(ref)
+
+    def return_to_head(self, refs: List[MessageRef], now_ms: int = 0
+                       ) -> List[Tuple[MessageRef, str]]:
         """Put cancelled or rolled-back references back at the head, in the reverse order of
         their consumption, so they come out again in the order consumed (seed
-        000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks)."""
+        000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). Returns what the
+        policies remove (a ring keeps the tail: the reference just put back goes)."""
+        removals: List[Tuple[MessageRef, str]] = []
         for ref in reversed(refs):
             self.delivering.pop(ref.msg.mid, None)
             ref.consumer = None
+            dropped = []
+            for policy in self.policies:
+                if hasattr(policy, "returned"):
+                    dropped += policy.returned(ref)
+            if dropped:
+                removals += dropped
+                continue
+            ref.in_queue = True
             self.ready.appendleft(ref)
+            for policy in self.policies:
+                removals += policy.after_add(self, ref, now_ms)
+        return removals
 
     def settle(self, ref: MessageRef) -> None:
         """Remove a reference in delivery for good (acked, rejected...); the broker then
@@ -155,4 +228,6 @@ class Queue:
         return QueueInfo(c.name, c.address, RoutingType(c.routing_type), c.durable,
                          self.message_count(), len(self.delivering), 0, len(self.consumers),
                          self.added, self.acknowledged, self.killed, self.expired,
-                         c.max_consumers, c.exclusive, c.auto_created)
+                         c.max_consumers, bool(c.exclusive), c.auto_created,
+                         -1 if c.ring_size is None else c.ring_size, c.last_value_key,
+                         bool(c.non_destructive))

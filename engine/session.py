@@ -13,8 +13,10 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from engine import autocreate
 from engine import delivery as ops
-from engine.errors import IllegalStateError, ResourceLimitError
+from engine.deadletter import move_out
+from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
 from engine.model import Message, ReceivedMessage
 from engine.names import Destination, parse_destination
 from engine.queue import MessageRef, Queue
@@ -52,8 +54,9 @@ class Delivery(ReceivedMessage):
         self._session._settle(self, AckReason.ACKED.value)
 
     def reject(self) -> None:
-        """Reject: the message leaves the queue and is not redelivered (a rejected message is
-        counted in ``messages_killed``; dead-letter addresses come with the policies)."""
+        """Reject: the message leaves the queue and is not redelivered; it goes to the
+        dead-letter address when one is set, else it is dropped and counted in
+        ``messages_killed``."""
         self._session._settle(self, AckReason.REJECTED.value)
 
 
@@ -89,6 +92,7 @@ class Consumer:
         self.closed = False
         self.unacked: Dict[int, Delivery] = {}
         self.waiting: List[Any] = []
+        self.cursor = 0  # non-destructive queues: arrival number of the last message seen
 
     def has_credit(self) -> bool:
         """Whether the window allows one more delivery."""
@@ -192,7 +196,9 @@ class Consumer:
                 object.__setattr__(d, "state", "cancelled")
                 self.session.received.pop(id(d), None)
             self.unacked = {k: d for k, d in self.unacked.items() if d.state == "acked-in-tx"}
-            ops.cancel(broker, [d._ref for d in pending])
+            ticket = ops.cancel(broker, [d._ref for d in pending])
+            autocreate.maybe_delete(broker, self.queue)
+        broker.wait(ticket)
 
 
 class Browser:
@@ -247,6 +253,7 @@ class Session:
         broker = self.broker
         with broker.lock:
             self._check()
+            autocreate.for_send(broker, dest)
             if self.transacted:
                 ops.route(broker, dest, advance=False)  # validate now; routed at commit
                 self._tx_sends.extend((dest, m) for m in messages)
@@ -266,7 +273,7 @@ class Session:
         """
         if window < 1:
             raise ValueError("window must be at least 1")
-        q = self._resolve_queue(queue)
+        q = self._resolve_queue(queue, create=True)
         with self.broker.lock:
             self._check()
             if 0 < q.config.max_consumers <= len(q.consumers):
@@ -284,14 +291,13 @@ class Session:
             self._check()
             return Browser(self, q)
 
-    def _resolve_queue(self, text: str) -> Queue:
+    def _resolve_queue(self, text: str, create: bool = False) -> Queue:
         dest = parse_destination(text)
         with self.broker.lock:
-            if dest.queue is None:
-                return self.broker.find_queue(dest.address)
-            q = self.broker.find_queue(dest.queue)
-            if q.config.address != dest.address:
-                from engine.errors import QueueNotFoundError
+            self._check()
+            q = autocreate.for_consume(self.broker, dest) if create else \
+                self.broker.find_queue(dest.queue or dest.address)
+            if dest.queue is not None and q.config.address != dest.address:
                 raise QueueNotFoundError(dest.queue, dest.address)
             return q
 
@@ -317,9 +323,11 @@ class Session:
             for d in deliveries:
                 object.__setattr__(d, "state", "settled")
                 self._forget(d)
+            queues = {id(d._ref.queue): d._ref.queue for d in deliveries}
             ticket = ops.settle(broker, [(d._ref, AckReason.ACKED.value) for d in deliveries])
-            for queue in {id(d._ref.queue): d._ref.queue for d in deliveries}.values():
+            for queue in queues.values():
                 ops.serve_waiters(broker, queue)
+                autocreate.maybe_delete(broker, queue)
         broker.wait(ticket)
 
     def _settle(self, d: Delivery, reason: str) -> None:
@@ -339,8 +347,14 @@ class Session:
                 return None
             object.__setattr__(d, "state", "settled")
             self._forget(d)
-            ticket = ops.settle(broker, [(d._ref, reason)])
-            ops.serve_waiters(broker, d._ref.queue)
+            queue = d._ref.queue
+            if reason == AckReason.REJECTED.value and not queue.non_destructive:
+                queue.settle(d._ref)
+                ticket = move_out(broker, [(d._ref, reason)])
+            else:
+                ticket = ops.settle(broker, [(d._ref, reason)])
+            ops.serve_waiters(broker, queue)
+            autocreate.maybe_delete(broker, queue)
             return ticket
 
     def _forget(self, d: Delivery) -> None:
@@ -372,6 +386,8 @@ class Session:
                 self._forget(d)
             for c in self.consumers:
                 ops.serve_waiters(broker, c.queue)
+            for d in acked:
+                autocreate.maybe_delete(broker, d._ref.queue)
             return ticket
 
     def rollback(self) -> None:

@@ -10,7 +10,8 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
 
     meta   b"checkpoint" -> {version, lsn, next_id, catalogue, counts}
     addr   id            -> [name, routing types, auto, location]
-    queue  id            -> [name, address, routing type, config, location]
+    queue  id            -> [name, address, routing type, config, location, update location]
+    settings match       -> [values, location]
     ref    qid+lsn+slot  -> [mid, delivery count, delivery location or None]
     msg    mid           -> [address, location, slot, properties, ts, exp, prio, size, refcount]
     tx     seg+offset    -> [length, remaining, ack targets]
@@ -32,8 +33,8 @@ from recovery.errors import IndexInvalidError
 from recovery.image import (AddressImage, MessageImage, QueueImage, RefImage, StoreImage,
                             TxImage)
 
-VERSION = 1
-TABLES = ("meta", "addr", "queue", "ref", "msg", "tx", "jdead", "jpin")
+VERSION = 2
+TABLES = ("meta", "addr", "queue", "ref", "msg", "tx", "jdead", "jpin", "settings")
 Tables = Dict[str, Dict[bytes, bytes]]
 
 _ID = struct.Struct(">Q")
@@ -87,10 +88,14 @@ def encode(cp: Checkpoint) -> Tables:
         t["addr"][k] = _val(k, [a.name, list(a.routing_types), a.auto_created, list(a.location)])
     for q in img.queues.values():
         k = _ID.pack(q.id)
-        t["queue"][k] = _val(k, [q.name, q.address, q.routing_type, q.config, list(q.location)])
+        t["queue"][k] = _val(k, [q.name, q.address, q.routing_type, q.config, list(q.location),
+                                 _loc(q.update_location)])
         for r in q.refs.values():
             rk = _REF.pack(q.id, r.order[0], r.order[1])
             t["ref"][rk] = _val(rk, [r.mid, r.delivery_count, _loc(r.delivery_location)])
+    for match, (values, loc) in img.settings.items():
+        k = match.encode("utf-8")
+        t["settings"][k] = _val(k, [values, list(loc)])
     for m in img.messages.values():
         k = _ID.pack(m.mid)
         t["msg"][k] = _val(k, [m.address, list(m.location), m.slot, m.properties, m.timestamp,
@@ -135,9 +140,13 @@ def decode(tables: Mapping[str, Iterable[Tuple[bytes, bytes]]]) -> Checkpoint:
         aid = _ID.unpack(k)[0]
         img.addresses[aid] = AddressImage(aid, name, tuple(rts), auto, Location(*loc))
     for k, v in rows["queue"]:
-        name, addr, rt, cfg, loc = _unval("queue", k, v)
+        name, addr, rt, cfg, loc, uloc = _unval("queue", k, v)
         qid = _ID.unpack(k)[0]
-        img.queues[qid] = QueueImage(qid, name, addr, rt, cfg, Location(*loc))
+        img.queues[qid] = QueueImage(qid, name, addr, rt, cfg, Location(*loc),
+                                     update_location=_unloc(uloc))
+    for k, v in rows["settings"]:
+        values, loc = _unval("settings", k, v)
+        img.settings[k.decode("utf-8")] = (values, Location(*loc))
     for k, v in sorted(rows["ref"]):
         qid, lsn, slot = _REF.unpack(k)
         mid, count, dloc = _unval("ref", k, v)

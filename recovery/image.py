@@ -71,6 +71,7 @@ class QueueImage:
     config: Dict[str, Any]
     location: Location
     refs: Dict[int, RefImage] = field(default_factory=dict)
+    update_location: Optional[Location] = None
 
 
 @dataclass
@@ -105,6 +106,7 @@ class StoreImage:
     Attributes:
         addresses, queues, messages: by id.
         txs: TX records still live, by location.
+        settings: address-settings entries by match pattern, with the record holding each.
         last_lsn: LSN of the last record folded.
         next_id: the next free id for addresses, queues, messages and transactions.
     """
@@ -113,8 +115,10 @@ class StoreImage:
     queues: Dict[int, QueueImage] = field(default_factory=dict)
     messages: Dict[int, MessageImage] = field(default_factory=dict)
     txs: Dict[Location, TxImage] = field(default_factory=dict)
+    settings: Dict[str, Tuple[Dict[str, Any], Location]] = field(default_factory=dict)
     last_lsn: int = 0
     next_id: int = 1
+    _folding: Optional[Location] = field(default=None, repr=False, compare=False)
 
     # -- folding ------------------------------------------------------------------------------
     def apply(self, kind: int, payload: Mapping[str, Any], location: Location, lsn: int,
@@ -122,6 +126,7 @@ class StoreImage:
         """Fold one record. Unknown kinds are skipped (reported dead). Never raises on
         references to things that are gone (their records were reclaimed)."""
         self.last_lsn = max(self.last_lsn, lsn)
+        self._folding = location if kind == RecordKind.TX else None
         if kind == RecordKind.MESSAGE:
             if not self._add_message(payload, location, lsn, -1):
                 sink.mark_dead([location])
@@ -147,6 +152,17 @@ class StoreImage:
             self._bump(aid)
             self.addresses[aid] = AddressImage(aid, payload["name"], tuple(payload["rt"]),
                                                bool(payload.get("auto")), location)
+        elif kind == RecordKind.SETTINGS:
+            self._settings(payload, location, sink)
+        elif kind == RecordKind.QUEUE_UPDATE:
+            queue = self.queues.get(int(payload["id"]))
+            if queue is None:
+                sink.mark_dead([location])
+            else:
+                if queue.update_location is not None:
+                    sink.mark_dead([queue.update_location])
+                queue.config = dict(payload.get("cfg") or {})
+                queue.update_location = location
         elif kind == RecordKind.ADDRESS_DEL:
             gone = self.addresses.pop(int(payload["id"]), None)
             if gone is None:
@@ -156,6 +172,20 @@ class StoreImage:
                 sink.mark_dead_after(location, [gone.location])
         else:
             sink.mark_dead([location])
+
+    def _settings(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
+        match = p["match"]
+        old = self.settings.pop(match, None)
+        if p.get("settings") is None:  # a removal: a tombstone for the entry it removes
+            if old is None:
+                sink.mark_dead([location])
+            else:
+                sink.mark_dead([old[1]])
+                sink.mark_dead_after(location, [old[1]])
+            return
+        if old is not None:
+            sink.mark_dead([old[1]])
+        self.settings[match] = (dict(p["settings"]), location)
 
     def _bump(self, ident: int) -> None:
         if ident >= self.next_id:
@@ -201,9 +231,13 @@ class StoreImage:
         tx = self.txs.get(msg.location)
         if tx is not None:
             tx.remaining -= 1
-            if tx.remaining <= 0:
+            if tx.remaining <= 0 and self._tx_done(msg.location):
                 del self.txs[msg.location]
                 sink.mark_dead_after(msg.location, tx.ack_targets)
+
+    def _tx_done(self, location: Location) -> bool:
+        """Whether a TX record's fold is complete (not still inside ``_tx`` for it)."""
+        return location != self._folding
 
     def _delivery(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
         queue = self.queues.get(int(p["q"]))
@@ -217,14 +251,22 @@ class StoreImage:
         ref.delivery_location = location
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
+        """Messages first, then acks: an ack in the record may remove a message of the same
+        record (a ring eviction or last-value replacement decided during the send)."""
         self._bump(int(p.get("tx", 0)))
-        targets = [t for t in (self._ack(a, sink) for a in p.get("acks", ())) if t is not None]
         remaining = sum(1 for slot, m in enumerate(p.get("msgs", ()))
                         if self._add_message(m, location, lsn, slot))
+        tx = TxImage(remaining, [])
         if remaining:
-            self.txs[location] = TxImage(remaining, targets)
-        else:
-            sink.mark_dead_after(location, targets)
+            self.txs[location] = tx
+        for a in p.get("acks", ()):
+            target = self._ack(a, sink)
+            if target is not None and target != location:
+                tx.ack_targets.append(target)
+        if location in self.txs and self.txs[location].remaining > 0:
+            return
+        self.txs.pop(location, None)
+        sink.mark_dead_after(location, tx.ack_targets)
 
     def _delete_queue(self, qid: int, location: Location, sink: LivenessSink) -> None:
         queue = self.queues.pop(qid, None)
@@ -233,6 +275,8 @@ class StoreImage:
             return
         for ref in queue.refs.values():
             self._release_ref(ref, self.messages[ref.mid], sink)
+        if queue.update_location is not None:
+            sink.mark_dead([queue.update_location])
         sink.mark_dead([queue.location])
         sink.mark_dead_after(location, [queue.location])
 
@@ -245,6 +289,8 @@ class StoreImage:
         """Every location the image refers to (for checking them against the journal)."""
         locs = [a.location for a in self.addresses.values()]
         locs += [q.location for q in self.queues.values()]
+        locs += [q.update_location for q in self.queues.values() if q.update_location]
+        locs += [loc for _values, loc in self.settings.values()]
         locs += [m.location for m in self.messages.values()]
         locs += [r.delivery_location for q in self.queues.values() for r in q.refs.values()
                  if r.delivery_location is not None]
@@ -256,8 +302,11 @@ class StoreImage:
             return
         for a in self.addresses.values():
             a.location = moved.get(a.location, a.location)
+        self.settings = {m: (v, moved.get(loc, loc)) for m, (v, loc) in self.settings.items()}
         for q in self.queues.values():
             q.location = moved.get(q.location, q.location)
+            if q.update_location is not None:
+                q.update_location = moved.get(q.update_location, q.update_location)
             for r in q.refs.values():
                 if r.delivery_location is not None:
                     r.delivery_location = moved.get(r.delivery_location, r.delivery_location)

@@ -18,6 +18,10 @@ ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ..
 DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out
 TX          ``{"tx", "msgs": [MESSAGE payloads], "acks": [ACK payloads]}``: a whole committed
             transaction in one record, so it is durable and visible all together or not at all
+            (also used for a broker decision with two sides, e.g. expiry: ack + moved copy)
+SETTINGS    ``{"match": pattern, "settings": {...} or None}``: an address-settings entry set
+            or removed
+QUEUE_UPD   ``{"id", "cfg": {...}}``: a queue's configuration changed at run time (ring size)
 ==========  ===============================================================================
 """
 
@@ -38,6 +42,8 @@ class RecordKind(enum.IntEnum):
     ACK = 6
     DELIVERY = 7
     TX = 8
+    SETTINGS = 9
+    QUEUE_UPDATE = 10
 
 
 class AckReason(str, enum.Enum):
@@ -89,6 +95,16 @@ def delivery(qid: int, mid: int, count: int) -> Dict[str, Any]:
 def tx(txid: int, messages: List[Dict[str, Any]], acks: List[Dict[str, Any]]) -> Dict[str, Any]:
     """TX payload: every send and ack of one committed transaction."""
     return {"tx": txid, "msgs": messages, "acks": acks}
+
+
+def settings(match: str, values: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
+    """SETTINGS payload: ``values`` None removes the entry for ``match``."""
+    return {"match": match, "settings": None if values is None else dict(values)}
+
+
+def queue_update(qid: int, config: Mapping[str, Any]) -> Dict[str, Any]:
+    """QUEUE_UPDATE payload: the queue's whole configuration after the change."""
+    return {"id": qid, "cfg": dict(config)}
 
 
 def kind_name(kind: int) -> str:

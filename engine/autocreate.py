@@ -1,0 +1,89 @@
+"""Automatic creation and deletion of addresses and queues (seed 004 §4.18, §4.15).
+
+When the address settings allow it: sending to a missing address creates it with the default
+routing type (``default-address-routing-type``, MULTICAST unless set), and, for anycast, a queue
+of the same name; consuming from a missing queue creates the address and the queue. An
+auto-created queue is deleted once it has no consumers and no messages, an auto-created address
+once it has no queues. Every function runs with the broker lock held (it is re-entrant).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from engine.errors import QueueNotFoundError
+from engine.model import QueueConfig, RoutingType
+from engine.names import Destination
+from engine.queue import Queue
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.broker import Broker
+
+
+def for_send(broker: "Broker", dest: Destination) -> None:
+    """Create what a send to ``dest`` needs, when the settings allow."""
+    st = broker.settings.resolve(dest.address)
+    addr = broker.addresses.get(dest.address)
+    if addr is None:
+        if not st.auto_create_addresses:
+            return
+        rt = dest.routing_type or st.default_address_routing_type or RoutingType.MULTICAST
+        broker.create_address(dest.address, {rt}, auto_created=True)
+        addr = broker.addresses[dest.address]
+    if not st.auto_create_queues:
+        return
+    if dest.queue is not None:
+        if dest.queue not in addr.queues:
+            rt = RoutingType.ANYCAST if RoutingType.ANYCAST in addr.routing_types \
+                else RoutingType.MULTICAST
+            broker.create_queue(QueueConfig(dest.queue, addr.name, rt, auto_created=True))
+        return
+    wants_anycast = dest.routing_type in (None, RoutingType.ANYCAST)
+    has_anycast = any(q.config.routing_type == RoutingType.ANYCAST for q in addr.queues.values())
+    if wants_anycast and RoutingType.ANYCAST in addr.routing_types and not has_anycast \
+            and addr.name not in broker.queues:
+        broker.create_queue(QueueConfig(addr.name, addr.name, RoutingType.ANYCAST,
+                                        auto_created=True))
+
+
+def for_consume(broker: "Broker", dest: Destination) -> Queue:
+    """The queue to consume from for ``dest``, created when missing and allowed.
+
+    Raises:
+        QueueNotFoundError: missing and not auto-creatable.
+    """
+    name = dest.queue or dest.address
+    queue = broker.queues.get(name)
+    if queue is not None:
+        return queue
+    st = broker.settings.resolve(dest.address)
+    if not st.auto_create_queues:
+        raise QueueNotFoundError(name, dest.address if dest.queue else None)
+    addr = broker.addresses.get(dest.address)
+    rt = dest.routing_type or st.default_address_routing_type or RoutingType.MULTICAST
+    if addr is None:
+        if not st.auto_create_addresses:
+            raise QueueNotFoundError(name, dest.address)
+        broker.create_address(dest.address, {rt}, auto_created=True)
+        addr = broker.addresses[dest.address]
+    if rt not in addr.routing_types:
+        rt = next(iter(sorted(addr.routing_types, key=lambda r: r.value)))
+    broker.create_queue(QueueConfig(name, addr.name, rt, auto_created=True))
+    return broker.queues[name]
+
+
+def maybe_delete(broker: "Broker", queue: Optional[Queue]) -> None:
+    """Delete an auto-created queue left with no consumers and no messages, then its
+    auto-created address left with no queues, when the settings say so."""
+    if queue is None or broker.queues.get(queue.name) is not queue:
+        return
+    st = broker.settings.resolve(queue.config.address)
+    if not (queue.config.auto_created and st.auto_delete_queues):
+        return
+    if queue.consumers or queue.message_count():
+        return
+    broker.delete_queue(queue.name)
+    addr = broker.addresses.get(queue.config.address)
+    if addr is not None and addr.auto_created and not addr.queues \
+            and broker.settings.resolve(addr.name).auto_delete_addresses:
+        broker.delete_address(addr.name)

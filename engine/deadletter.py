@@ -1,0 +1,76 @@
+"""Dead letters and expiry (seed 004 §4.9.6.4, §4.17).
+
+A message leaves its queue for good when it expires (its expiration, or the one expiry-delay
+gave it, has passed), when it was delivered max-delivery-attempts times and cancelled again, or
+when it is rejected. It then goes to the queue's expiry address or dead-letter address as a new
+message (original address and queue in properties ``_AMQ_ORIG_ADDRESS``/``_AMQ_ORIG_QUEUE``,
+no expiration), or, with no such address (or one with no queues), it is dropped and counted in
+``messages_expired`` or ``messages_killed``. The removal and the copy are one TX record: after a
+crash the message is in exactly one place.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+
+from engine.model import Message
+from engine.names import Destination
+from engine.queue import MessageRef
+from journal import Ticket
+from recovery import schema
+from recovery.schema import AckReason
+
+if TYPE_CHECKING:  # pragma: no cover
+    from engine.broker import Broker
+
+ORIG_ADDRESS = "_AMQ_ORIG_ADDRESS"
+ORIG_QUEUE = "_AMQ_ORIG_QUEUE"
+
+
+def move_out(broker: "Broker", items: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
+    """Remove references (not on a ready list any more) for good, copying each to its queue's
+    expiry address (reason "expired") or dead-letter address (other reasons) when set."""
+    from engine import delivery as ops
+
+    placement = ops.Placement(broker)
+    acks = []
+    for ref, reason in items:
+        queue = ref.queue
+        settings = broker.settings.resolve(queue.config.address)
+        target = settings.expiry_address if reason == AckReason.EXPIRED.value \
+            else settings.dead_letter_address
+        if target and target in broker.addresses:
+            body = ops.body_of(broker, ref.msg)
+            props = dict(ref.msg.properties)
+            props[ORIG_ADDRESS] = ref.msg.address
+            props[ORIG_QUEUE] = queue.name
+            copy = Message(body, props, ref.msg.durable, ref.msg.priority, 0, ref.msg.timestamp)
+            addr, queues = ops.route(broker, Destination(target))
+            placement.add(addr.name, queues, copy)
+        if ref.journaled:
+            acks.append(schema.ack(queue.id, ref.msg.mid, reason))
+    ticket = placement.write(acks, as_tx=True)
+    for ref, reason in items:
+        ops.forget(broker, ref, reason)
+    return ticket
+
+
+def expire_now(broker: "Broker", refs: List[MessageRef]) -> Optional[Ticket]:
+    """Expire references already taken off their ready lists."""
+    return move_out(broker, [(r, AckReason.EXPIRED.value) for r in refs])
+
+
+def expire_messages(broker: "Broker") -> Tuple[int, Optional[Ticket]]:
+    """Expire every ready message whose expiration has passed (lock held).
+
+    Returns:
+        How many references expired, and the ticket to wait on.
+    """
+    now = broker.now_ms()
+    due: List[MessageRef] = []
+    for queue in list(broker.queues.values()):
+        for ref in list(queue.ready):
+            if ref.msg.expiration and ref.msg.expiration <= now:
+                queue.detach(ref)
+                due.append(ref)
+    return len(due), (expire_now(broker, due) if due else None)

@@ -1,0 +1,134 @@
+"""Address settings (seed 004 §4.17): per-address defaults and behaviours matched by wildcard.
+
+``AddressSettings`` holds optional values; ``None`` means "not set here". The repository resolves
+an address by overlaying every matching entry from the least to the most specific, then filling
+what is still unset with the defaults below. Entries are journaled (SETTINGS records), so they
+survive reopening, and can be changed at run time. Paging settings (max-size-bytes, page-size
+bytes, address-full-policy) will join this table.
+
+Defaults are Artemis's, except the auto-create/auto-delete switches, which are off unless a
+setting turns them on: Artemis ships a ``#`` setting that turns them on, an embedded store starts
+strict so that a typo in an address is an error, not a new address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Dict, Mapping, Optional
+
+from engine.model import RoutingType
+from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
+
+DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
+
+
+@dataclass(frozen=True)
+class AddressSettings:
+    """One address-setting entry; every field optional (``None`` = inherit).
+
+    Attributes:
+        default_ring_size: ring size of queues created without one (-1 = no limit).
+        default_last_value_key: last-value key of queues created without one.
+        default_last_value_queue: make created queues last-value with the default key.
+        default_non_destructive: make created queues non-destructive.
+        default_exclusive_queue: make created queues exclusive.
+        default_address_routing_type: routing type of auto-created addresses (MULTICAST).
+        auto_create_addresses, auto_create_queues: create what a client sends to or consumes
+            from when it is missing (seed 004 §4.18).
+        auto_delete_addresses: delete an auto-created address when it has no queues.
+        auto_delete_queues: delete an auto-created queue with no consumers and no messages.
+        max_delivery_attempts: deliveries before a message is dead-lettered (10).
+        dead_letter_address: where such messages go (dropped and counted when unset).
+        expiry_address: where expired messages go (dropped and counted when unset).
+        expiry_delay: ms; expiration given to messages without one (-1 = off; 004 §4.9.6.4).
+    """
+
+    default_ring_size: Optional[int] = None
+    default_last_value_key: Optional[str] = None
+    default_last_value_queue: Optional[bool] = None
+    default_non_destructive: Optional[bool] = None
+    default_exclusive_queue: Optional[bool] = None
+    default_address_routing_type: Optional[RoutingType] = None
+    auto_create_addresses: Optional[bool] = None
+    auto_create_queues: Optional[bool] = None
+    auto_delete_addresses: Optional[bool] = None
+    auto_delete_queues: Optional[bool] = None
+    max_delivery_attempts: Optional[int] = None
+    dead_letter_address: Optional[str] = None
+    expiry_address: Optional[str] = None
+    expiry_delay: Optional[int] = None
+
+    def overlay(self, other: "AddressSettings") -> "AddressSettings":
+        """These settings with every field ``other`` sets replaced by ``other``'s."""
+        return replace(self, **{f.name: getattr(other, f.name) for f in fields(other)
+                                if getattr(other, f.name) is not None})
+
+    def to_record(self) -> Dict[str, Any]:
+        """The fields that are set, JSON/msgpack-friendly."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        if "default_address_routing_type" in out:
+            out["default_address_routing_type"] = RoutingType(
+                out["default_address_routing_type"]).value
+        return out
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any]) -> "AddressSettings":
+        """Rebuild from ``to_record`` output (unknown keys are ignored).
+
+        Raises:
+            ValueError: a value of the wrong type.
+        """
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "default_address_routing_type" in values:
+            values["default_address_routing_type"] = RoutingType(
+                values["default_address_routing_type"])
+        return cls(**values).validated()
+
+    def validated(self) -> "AddressSettings":
+        """Check value ranges. Raises ValueError."""
+        if self.default_ring_size is not None and self.default_ring_size < -1:
+            raise ValueError("default_ring_size is -1 (no limit) or >= 0")
+        if self.max_delivery_attempts is not None and self.max_delivery_attempts < -1:
+            raise ValueError("max_delivery_attempts is -1 (no limit) or >= 0")
+        if self.expiry_delay is not None and self.expiry_delay < -1:
+            raise ValueError("expiry_delay is -1 (off) or >= 0 ms")
+        return self
+
+
+DEFAULTS = AddressSettings(default_ring_size=-1, default_last_value_key=None,
+                           default_last_value_queue=False, default_non_destructive=False,
+                           default_exclusive_queue=False,
+                           default_address_routing_type=RoutingType.MULTICAST,
+                           auto_create_addresses=False, auto_create_queues=False,
+                           auto_delete_addresses=False, auto_delete_queues=False,
+                           max_delivery_attempts=10, dead_letter_address=None,
+                           expiry_address=None, expiry_delay=-1)
+
+
+class SettingsRepository:
+    """Address settings by match pattern, resolved per address (cached)."""
+
+    def __init__(self, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> None:
+        self.syntax = syntax
+        self.entries: Dict[str, AddressSettings] = {}
+        self._cache: Dict[str, AddressSettings] = {}
+
+    def set(self, match: str, settings: Optional[AddressSettings]) -> None:
+        """Add, replace (``settings``) or remove (``None``) the entry for ``match``."""
+        if settings is None:
+            self.entries.pop(match, None)
+        else:
+            self.entries[match] = settings
+        self._cache.clear()
+
+    def resolve(self, address: str) -> AddressSettings:
+        """The effective settings of ``address``: defaults, then matches least to most
+        specific."""
+        got = self._cache.get(address)
+        if got is None:
+            got = DEFAULTS
+            for pattern in matching(list(self.entries), address, self.syntax):
+                got = got.overlay(self.entries[pattern])
+            self._cache[address] = got
+        return got

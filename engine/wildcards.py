@@ -1,0 +1,72 @@
+"""Artemis wildcard syntax for address settings (seed 004 §4.17).
+
+Words are separated by the delimiter (``.``); ``#`` matches any sequence of zero or more words,
+``*`` exactly one word. Matching works on whole words: ``my`` does not match ``myqueue``. When
+several patterns match, settings are overlaid from the least specific to the most specific:
+a pattern with ``#`` is less specific than one with ``*`` (and no ``#``), which is less specific
+than a literal; among equals, more literal words is more specific. All three characters can be
+replaced (``<wildcard-addresses>``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import List, Sequence, Tuple
+
+
+@dataclass(frozen=True)
+class WildcardSyntax:
+    """The delimiter, any-words and single-word characters (defaults ``.``, ``#``, ``*``).
+
+    Raises:
+        ValueError: the three are not distinct single characters.
+    """
+
+    delimiter: str = "."
+    any_words: str = "#"
+    single_word: str = "*"
+
+    def __post_init__(self) -> None:
+        chars = (self.delimiter, self.any_words, self.single_word)
+        if any(len(c) != 1 for c in chars) or len(set(chars)) != 3:
+            raise ValueError("delimiter, any-words and single-word must be three different "
+                             "single characters")
+
+
+DEFAULT_SYNTAX = WildcardSyntax()
+
+
+def matches(pattern: str, address: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> bool:
+    """Whether ``address`` matches the wildcard ``pattern``."""
+    return _match(tuple(pattern.split(syntax.delimiter)), tuple(address.split(syntax.delimiter)),
+                  syntax.any_words, syntax.single_word)
+
+
+@lru_cache(maxsize=4096)
+def _match(pat: Tuple[str, ...], words: Tuple[str, ...], any_words: str, single: str) -> bool:
+    if not pat:
+        return not words
+    head, rest = pat[0], pat[1:]
+    if head == any_words:
+        return any(_match(rest, words[i:], any_words, single) for i in range(len(words) + 1))
+    if not words:
+        return False
+    if head == single or head == words[0]:
+        return _match(rest, words[1:], any_words, single)
+    return False
+
+
+def specificity(pattern: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> Tuple[int, int, int]:
+    """A sort key, ascending from least to most specific."""
+    words = pattern.split(syntax.delimiter)
+    klass = 0 if syntax.any_words in words else 1 if syntax.single_word in words else 2
+    literal = sum(1 for w in words if w not in (syntax.any_words, syntax.single_word))
+    return (klass, literal, len(words))
+
+
+def matching(patterns: Sequence[str], address: str,
+             syntax: WildcardSyntax = DEFAULT_SYNTAX) -> List[str]:
+    """The patterns matching ``address``, least specific first."""
+    return sorted((p for p in patterns if matches(p, address, syntax)),
+                  key=lambda p: specificity(p, syntax))
