@@ -23,7 +23,8 @@ from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 
 OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
-QUEUES = ("a1", "a2", "t1", "t2")
+QUEUES = ("a1", "a2", "t1", "t2", "ring")   # destructive queues the generic rules use
+ALL = QUEUES + ("lvq",)                         # lvq: last-value + non-destructive
 
 
 @dataclass
@@ -32,6 +33,7 @@ class Item:
     body: bytes
     durable: bool
     dc: int = 0
+    key: Optional[str] = None
 
 
 @dataclass
@@ -45,8 +47,9 @@ class Held:
 
 @dataclass
 class Model:
-    queues: Dict[str, List[Item]] = field(default_factory=lambda: {q: [] for q in QUEUES})
+    queues: Dict[str, List[Item]] = field(default_factory=lambda: {q: [] for q in ALL})
     held: List[Held] = field(default_factory=list)
+    ring_size: int = 3
     cursor: int = 0
     seq: int = 0
     tx_sends: List[tuple] = field(default_factory=list)
@@ -59,6 +62,11 @@ def setup(broker: Broker, first: bool) -> None:
         for q in ("a1", "a2"):
             broker.create_queue(QueueConfig(q, "a", RoutingType.ANYCAST))
         broker.create_queue(QueueConfig("t1", "t", RoutingType.MULTICAST))
+        broker.create_address("r", {RoutingType.ANYCAST})
+        broker.create_queue(QueueConfig("ring", "r", ring_size=3))
+        broker.create_address("p", {RoutingType.MULTICAST})
+        broker.create_queue(QueueConfig("lvq", "p", RoutingType.MULTICAST, last_value_key="k",
+                                        non_destructive=True))
     broker.create_queue(QueueConfig("t2", "t", RoutingType.MULTICAST, durable=False))
 
 
@@ -105,6 +113,35 @@ class BrokerMachine(RuleBasedStateMachine):
         address = "a" if queue.startswith("a") else "t"
         self.session.send(f"{address}::{queue}", Message(body, durable=durable))
         self.model.queues[queue].append(Item(self.model.seq, body, durable))
+
+    def _ring_add_tail(self, item: Item) -> None:
+        q = self.model.queues["ring"]
+        q.append(item)
+        if len(q) > self.model.ring_size:
+            q.pop(0)
+
+    @rule(durable=st.booleans())
+    def send_ring(self, durable: bool) -> None:
+        self.model.seq += 1
+        body = b"r%d" % self.model.seq
+        self.session.send("r", Message(body, durable=durable))
+        self._ring_add_tail(Item(self.model.seq, body, durable))
+
+    @rule(size=st.integers(0, 4))
+    def set_ring_size(self, size: int) -> None:
+        self.broker.set_ring_size("ring", size)
+        self.model.ring_size = size
+
+    @rule(key=st.sampled_from(["a", "b", "c", None]), durable=st.booleans())
+    def send_lvq(self, key: Optional[str], durable: bool) -> None:
+        self.model.seq += 1
+        body = b"p%d" % self.model.seq
+        props = {"k": key} if key is not None else {}
+        self.session.send("p", Message(body, props, durable=durable))
+        q = self.model.queues["lvq"]
+        if key is not None:
+            q[:] = [i for i in q if i.key != key]
+        q.append(Item(self.model.seq, body, durable, key=key))
 
     @rule(address=st.sampled_from(["a", "t"]))
     def tx_send(self, address: str) -> None:
@@ -156,8 +193,11 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def _return(self, held: List[Held]) -> None:
         for h in reversed(held):
-            self.model.queues[h.queue].insert(0, h.item)
+            q = self.model.queues[h.queue]
+            q.insert(0, h.item)
             self.model.held.remove(h)
+            if h.queue == "ring" and len(q) > self.model.ring_size:
+                q.pop(0)  # the ring keeps the tail: the one just put back goes
 
     @rule(queue=st.sampled_from(QUEUES))
     def close_consumer(self, queue: str) -> None:
@@ -199,6 +239,9 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule()
     def clean_reopen(self) -> None:
+        # a clean close cancels what consumers hold, through the queues' policies
+        self._return([h for h in self.model.held if not h.tx])
+        self._return([h for h in self.model.held if h.tx])
         self.broker.close()
         self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                                   checkpoint_records=40)
@@ -223,7 +266,7 @@ class BrokerMachine(RuleBasedStateMachine):
         m.held = []
         m.tx_sends = []
         m.cursor = 0
-        for q in QUEUES:
+        for q in ALL:
             keep = [i for i in m.queues[q] if i.durable and q != "t2"]
             m.queues[q] = sorted(keep, key=lambda i: i.seq)
         setup(self.broker, False)
@@ -232,6 +275,9 @@ class BrokerMachine(RuleBasedStateMachine):
     # -- checks -------------------------------------------------------------------------------
     @invariant()
     def counts_match(self) -> None:
+        info = self.broker.queue_info("lvq")
+        assert (info.message_count, info.delivering_count) == (len(self.model.queues["lvq"]), 0)
+        assert self.broker.queue_info("ring").ring_size == self.model.ring_size
         for q in QUEUES:
             info = self.broker.queue_info(q)
             held = sum(1 for h in self.model.held if h.queue == q)
@@ -241,7 +287,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: True)
     @invariant()
     def browse_matches(self) -> None:
-        for q in ("a1", "t1"):
+        for q in ("a1", "t1", "ring", "lvq"):
             seen = [m.message.body for m in self.session.create_browser(q)]
             assert seen == [i.body for i in self.model.queues[q]], q
 
