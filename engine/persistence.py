@@ -13,7 +13,7 @@ reclaim horizon there.
 from __future__ import annotations
 
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from journal import Journal, Location, Ticket
@@ -21,6 +21,8 @@ from recovery import Checkpoint, IndexStore, StoreImage
 from recovery.checkpoint import encode
 from recovery.image import MessageImage
 from recovery.schema import RecordKind
+
+READ_CACHE = 8  # decoded records kept for body reads
 
 
 class DeferredSink:
@@ -77,6 +79,7 @@ class Persistence:
         self.checkpoint_records = checkpoint_records
         self.since_checkpoint = 0
         self.last_checkpoint_lsn = 0
+        self._cache: "OrderedDict[Location, Any]" = OrderedDict()
 
     def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
         """Append records in order and fold them into the image (broker lock held).
@@ -120,8 +123,17 @@ class Persistence:
         return lsn
 
     def read_body(self, msg: MessageImage) -> bytes:
-        """The body of a durable message, read from its record."""
-        payload = self.journal.read(msg.location).payload
+        """The body of a durable message, read from its record (broker lock held). Decoded
+        records are kept in a small LRU cache: a TX record holds a whole batch, and consumers
+        read a batch in order, so it is decoded once, not once per message."""
+        payload = self._cache.get(msg.location)
+        if payload is None:
+            payload = self.journal.read(msg.location).payload
+            self._cache[msg.location] = payload
+            if len(self._cache) > READ_CACHE:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(msg.location)
         if msg.slot >= 0:
             payload = payload["msgs"][msg.slot]
         return payload["body"]

@@ -145,7 +145,7 @@ class Queue:
         caller journals and detaches those)."""
         removals: List[Tuple[MessageRef, str]] = []
         for policy in self.policies:
-            removals += policy.before_add(self, ref, now_ms)
+            removals += self._take_off(policy.before_add(self, ref, now_ms))
         self.mem_seq += 1
         ref.seq = self.mem_seq
         ref.in_queue = True
@@ -153,7 +153,14 @@ class Queue:
         ref.msg.refcount += 1
         self.added += 1
         for policy in self.policies:
-            removals += policy.after_add(self, ref, now_ms)
+            removals += self._take_off(policy.after_add(self, ref, now_ms))
+        return removals
+
+    def _take_off(self, removals: List[Tuple[MessageRef, str]]
+                  ) -> List[Tuple[MessageRef, str]]:
+        """Detach what a policy removes at once, so its next decision sees the real queue."""
+        for ref, _why in removals:
+            self.detach(ref)
         return removals
 
     def load_tail(self, ref: MessageRef) -> None:
@@ -213,7 +220,7 @@ class Queue:
             ref.in_queue = True
             self.ready.appendleft(ref)
             for policy in self.policies:
-                removals += policy.after_add(self, ref, now_ms)
+                removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
 
     def settle(self, ref: MessageRef) -> None:

@@ -26,7 +26,7 @@ from rich.table import Table
 
 from engine import Broker
 from tools import demo_job
-from tools.flights import load_flights
+from tools.flights import load_flights, load_weather
 
 ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -69,6 +69,8 @@ class DemoResult:
     checks: Dict[str, bool]
     segments: List[tuple]
     directory: str
+    counts: Dict[str, tuple] = field(default_factory=dict)
+    board: List[Dict[str, str]] = field(default_factory=list)
 
 
 def _parse(line: str, tally: Tally) -> None:
@@ -136,9 +138,13 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
                     progress.update(task, completed=int(value) + 1)  # type: ignore[arg-type]
 
         t2 = time.monotonic()
-        demo_job.run(broker, flights, resume, workers, batch, event)
+        weather = load_weather()
+        demo_job.run(broker, flights, resume, workers, batch, event, weather)
         phase2_s = time.monotonic() - t2
         info = broker.queue_info(demo_job.WORK_QUEUE)
+        counts = expected_counts(broker, flights, weather)
+        with broker.session() as s:
+            board = [dict(m.message.properties) for m in s.create_browser(demo_job.BOARD_QUEUE)]
         segments = [(s.sequence, s.count, s.live_count, s.end)
                     for s in broker.persistence.journal.segments()]
         broker.close()
@@ -149,10 +155,25 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
               "no flight sent twice": len(present_list) == len(present) and resume <= total,
               "no acked flight delivered again": not duplicates,
               "every flight acked": not missing and info.message_count == 0,
-              "queue drained": info.message_count == 0}
+              "queue drained": info.message_count == 0,
+              "departure board holds the last 50 flights":
+                  [int(b["seq"]) for b in board] == list(range(max(0, total - 50), total))}
+    for name, (got, want) in counts.items():
+        checks[f"{name}: {got:,} messages = {want:,} computed from the data"] = got == want
     return DemoResult(total, tally.sent_max + 1, phase1_s, broker.recovery_report, recovery_s,
                       resume, phase2_s, lost, duplicates, missing, checks, segments,
-                      os.path.abspath(directory))
+                      os.path.abspath(directory), counts, board)
+
+
+def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, tuple]:
+    """(queue's message count, the same computed independently from the data) per queue."""
+    planes = {f.properties["tailnum"] for f in flights if "tailnum" in f.properties}
+    no_plane = sum(1 for f in flights if "tailnum" not in f.properties)
+    airports = {w.properties["origin"] for w in weather}
+    return {demo_job.PLANES_QUEUE: (broker.queue_info(demo_job.PLANES_QUEUE).message_count,
+                                    len(planes) + no_plane),
+            demo_job.WEATHER_QUEUE: (broker.queue_info(demo_job.WEATHER_QUEUE).message_count,
+                                     len(airports))}
 
 
 def print_report(result: DemoResult, console: Console) -> None:
@@ -179,5 +200,13 @@ def print_report(result: DemoResult, console: Console) -> None:
     t.add_row("journal segments", f"{len(r.segments)} ({sizes})")
     t.add_row("store", r.directory)
     console.print(t)
+    board = Table(title=f"departure board ({demo_job.BOARD_QUEUE}, ring-size "
+                        f"{demo_job.BOARD_SIZE}): the last departures", show_lines=False)
+    for col in ("#", "flight", "from", "to", "plane"):
+        board.add_column(col)
+    for b in r.board[-8:]:
+        board.add_row(b["seq"], b["carrier"] + b["flight"], b["origin"], b["dest"],
+                      b.get("tailnum", "-"))
+    console.print(board, f"  ({len(r.board)} on the board; the last 8 shown)")
     for name, ok in r.checks.items():
         console.print(f"  [{'green' if ok else 'red'}]{'ok ' if ok else 'FAIL'}[/] {name}")

@@ -8,7 +8,7 @@ import threading
 
 from engine import Broker
 from tools import demo_job
-from tools.flights import load_flights
+from tools.flights import load_flights, load_weather
 
 _out = threading.Lock()
 
@@ -26,7 +26,7 @@ def main(directory: str, start: int, workers: int, batch: int, limit: int) -> No
     broker = Broker.open(directory)
     demo_job.ensure_topology(broker)
     print("ready", flush=True)
-    demo_job.run(broker, flights, start, workers, batch, _event)
+    demo_job.run(broker, flights, start, workers, batch, _event, load_weather())
     broker.close()
     print("done", flush=True)
 

@@ -1,5 +1,8 @@
 """The demo's job on an open broker: one producer thread replays flights to the multicast
-address ``flights``; worker threads consume and ack the work queue ``flights.ops`` in batches.
+address ``flights`` (and the hourly weather to ``weather``); worker threads consume and ack the
+work queue ``flights.ops`` in batches. ``flights.board`` is a ring of the last 50 departures,
+``flights.planes`` a non-destructive last-value queue keyed by tail number (where each plane was
+last seen), ``weather.airports`` one keyed by airport.
 
 Events are reported through a callback as they become durable: ``("sent", last_seq)`` after a
 batch send returned, ``("acking", [seq...])`` before acking a batch and ``("acked", [seq...])``
@@ -16,30 +19,64 @@ from tools.flights import Flight
 
 ADDRESS = "flights"
 WORK_QUEUE = "flights.ops"
+BOARD_QUEUE = "flights.board"    # ring of the last 50 departures
+PLANES_QUEUE = "flights.planes"  # last value per tail number, non-destructive
+WEATHER = "weather"
+WEATHER_QUEUE = "weather.airports"  # last value per origin, non-destructive
+BOARD_SIZE = 50
 Event = Callable[[str, object], None]
 
 
 def ensure_topology(broker: Broker) -> None:
-    """Create the address and the work queue when missing."""
-    try:
-        broker.create_address(ADDRESS, {RoutingType.MULTICAST})
-    except AlreadyExistsError:
-        pass
-    try:
-        broker.create_queue(QueueConfig(WORK_QUEUE, ADDRESS, RoutingType.MULTICAST))
-    except AlreadyExistsError:
-        pass
+    """Create the addresses and queues when missing."""
+    mc = RoutingType.MULTICAST
+    for action in (lambda: broker.create_address(ADDRESS, {mc}),
+                   lambda: broker.create_address(WEATHER, {mc}),
+                   lambda: broker.create_queue(QueueConfig(WORK_QUEUE, ADDRESS, mc)),
+                   lambda: broker.create_queue(QueueConfig(BOARD_QUEUE, ADDRESS, mc,
+                                                           ring_size=BOARD_SIZE)),
+                   lambda: broker.create_queue(QueueConfig(PLANES_QUEUE, ADDRESS, mc,
+                                                           last_value_key="tailnum",
+                                                           non_destructive=True)),
+                   lambda: broker.create_queue(QueueConfig(WEATHER_QUEUE, WEATHER, mc,
+                                                           last_value_key="origin",
+                                                           non_destructive=True))):
+        try:
+            action()
+        except AlreadyExistsError:
+            pass
+
+
+def weather_resume(broker: Broker, weather: Sequence[Flight]) -> int:
+    """Index of the first weather report not yet sent (the latest per airport is on the
+    weather queue; reports go out in time order)."""
+    with broker.session() as s:
+        sent = [int(m.message.properties["seq"]) for m in s.create_browser(WEATHER_QUEUE)]
+    return max(sent) + 1 if sent else 0
 
 
 def produce(broker: Broker, flights: Sequence[Flight], start: int, batch: int,
-            event: Event) -> None:
-    """Send flights ``start..`` in order, ``batch`` per durable send."""
+            event: Event, weather: Sequence[Flight] = ()) -> None:
+    """Send flights ``start..`` in order, ``batch`` per durable send; before each batch, the
+    weather reports up to that batch's last departure."""
+    w = weather_resume(broker, weather) if weather else 0
     with broker.session() as s:
         for i in range(start, len(flights), batch):
             chunk = flights[i:i + batch]
+            until = chunk[-1].timestamp_ms
+            j = w
+            while j < len(weather) and weather[j].timestamp_ms <= until:
+                j += 1
+            if j > w:
+                s.send_many(WEATHER, [Message(f.line, dict(f.properties),
+                                              timestamp=f.timestamp_ms) for f in weather[w:j]])
+                w = j
             s.send_many(ADDRESS, [Message(f.line, dict(f.properties), timestamp=f.timestamp_ms)
                                   for f in chunk])
             event("sent", chunk[-1].seq)
+        if w < len(weather):
+            s.send_many(WEATHER, [Message(f.line, dict(f.properties), timestamp=f.timestamp_ms)
+                                  for f in weather[w:]])
 
 
 def work(broker: Broker, stop: threading.Event, event: Event, batch: int = 200) -> None:
@@ -59,7 +96,7 @@ def work(broker: Broker, stop: threading.Event, event: Event, batch: int = 200) 
 
 
 def run(broker: Broker, flights: Sequence[Flight], start: int, workers: int, batch: int,
-        event: Event) -> None:
+        event: Event, weather: Sequence[Flight] = ()) -> None:
     """Produce from ``start`` and consume everything, with ``workers`` worker threads."""
     ensure_topology(broker)
     stop = threading.Event()
@@ -68,7 +105,7 @@ def run(broker: Broker, flights: Sequence[Flight], start: int, workers: int, bat
     for t in threads:
         t.start()
     try:
-        produce(broker, flights, start, batch, event)
+        produce(broker, flights, start, batch, event, weather)
     finally:
         stop.set()
         for t in threads:

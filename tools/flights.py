@@ -2,8 +2,9 @@
 
 The package ships ``data/flights.csv.zip`` (336,776 flights); it is read as shipped, without
 importing the package (its ``__init__`` loads pandas). Flights are ordered by scheduled
-departure; each becomes one message: the CSV line as body, a few columns as properties, the
-scheduled departure (UTC, ms since the epoch) as timestamp.
+departure; each becomes one message: the CSV line as body, a few columns as properties (``tailnum`` only
+when the flight has one), the scheduled departure (UTC, ms since the epoch) as timestamp. The
+hourly weather (``data/weather.csv``) becomes messages the same way, keyed by ``origin``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,26 @@ def data_file(name: str) -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "data", name)
 
 
+def load_weather() -> List[Flight]:
+    """The hourly weather at the three airports, in time order (``seq`` is the rank)."""
+    with open(data_file("weather.csv"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    reader = csv.reader(lines)
+    header = next(reader)
+    col = {name: i for i, name in enumerate(header)}
+    rows = []
+    for line, rec in zip(lines[1:], reader):
+        if not rec:
+            continue
+        hour = datetime.strptime(rec[col["time_hour"]], "%Y-%m-%dT%H:%M:%SZ").replace(
+            tzinfo=timezone.utc)
+        rows.append((int(hour.timestamp() * 1000), rec[col["origin"]], line,
+                     rec[col["time_hour"]]))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return [Flight(i, line.encode(), {"origin": origin, "time_hour": th, "seq": str(i)}, ts)
+            for i, (ts, origin, line, th) in enumerate(rows)]
+
+
 def load_flights(limit: int = 0) -> List[Flight]:
     """Every flight in scheduled-departure order (the first ``limit`` when > 0)."""
     with zipfile.ZipFile(data_file("flights.csv.zip")) as zf:
@@ -61,8 +82,9 @@ def load_flights(limit: int = 0) -> List[Flight]:
         ts = int(hour.timestamp() * 1000) + int(rec[col["minute"]] or 0) * 60_000
         key = (int(rec[col["year"]]), int(rec[col["month"]]), int(rec[col["day"]]),
                int(rec[col["sched_dep_time"]]))
-        props = {name: rec[col[name]] for name in ("carrier", "flight", "origin", "dest",
-                                                    "tailnum")}
+        props = {name: rec[col[name]] for name in ("carrier", "flight", "origin", "dest")}
+        if rec[col["tailnum"]] not in ("", "NA"):  # a flight with no plane carries no key
+            props["tailnum"] = rec[col["tailnum"]]
         rows.append((key, line, props, ts))
     rows.sort(key=lambda r: r[0])
     if limit:
