@@ -1,0 +1,43 @@
+"""The wildcard table of seed 004 §4.17, and the ordering of matches."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.wildcards import WildcardSyntax, matches, matching
+
+TABLE = [
+    ("#", "news.europe.sport", True),
+    ("news.europe.#", "news.europe", True),
+    ("news.europe.#", "news.europe.sport", True),
+    ("news.europe.#", "news.europe.politics.fr", True),
+    ("news.europe.#", "news.usa", False),
+    ("news.europe.#", "europe", False),
+    ("news.*", "news.europe", True),
+    ("news.*", "news.usa", True),
+    ("news.*", "news.europe.sport", False),
+    ("news.*.sport", "news.europe.sport", True),
+    ("news.*.sport", "news.usa.sport", True),
+    ("news.*.sport", "news.europe.fr.sport", False),
+    ("my", "myqueue", False),  # matching is by words, not characters
+]
+
+
+@pytest.mark.parametrize("pattern,address,expected", TABLE)
+def test_wildcard_table(pattern: str, address: str, expected: bool) -> None:
+    assert matches(pattern, address) is expected
+
+
+def test_least_specific_first() -> None:
+    assert matching(["my.queue", "#", "my.*", "my.#"], "my.queue") == \
+        ["#", "my.#", "my.*", "my.queue"]
+
+
+def test_custom_syntax() -> None:
+    syntax = WildcardSyntax(delimiter=",", any_words="@", single_word="$")
+    assert matches("news,@", "news,europe,sport", syntax)
+    assert matches("news,$,sport", "news,usa,sport", syntax)
+    assert not matches("news,$", "news,europe,sport", syntax)
+    assert not matches("news.#", "news,europe", syntax)
+    with pytest.raises(ValueError):
+        WildcardSyntax(delimiter=".", any_words=".", single_word="*")
