@@ -12,13 +12,13 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Set
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
                            IllegalStateError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
-from engine.model import (AddressInfo, QueueConfig, QueueInfo, RoutingType, check_queue_config,
-                          now_ms)
+from engine.model import (AddressInfo, Message, QueueConfig, QueueInfo, RoutingType,
+                          check_queue_config, now_ms)
 from engine.names import check_name
 from engine.persistence import Persistence
 from engine.settings import DEFAULT_LVQ_KEY, AddressSettings, SettingsRepository
@@ -85,7 +85,8 @@ class Broker:
              address_settings: Optional[Mapping[str, AddressSettings]] = None,
              wildcard_syntax: WildcardSyntax = DEFAULT_SYNTAX,
              clock: Optional[Callable[[], int]] = None,
-             expiry_scan_ms: int = 30_000) -> "Broker":
+             expiry_scan_ms: int = 30_000,
+             verify_journal: bool = False) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -102,6 +103,8 @@ class Broker:
             clock: the time in ms since the epoch (expiry); ``time.time`` when ``None``.
             expiry_scan_ms: how often a background thread expires messages (0: never; they
                 still expire when met at delivery, or with ``expire_messages()``).
+            verify_journal: check every frame of every segment at open, even those a valid
+                index lets recovery trust (records are CRC-checked whenever read anyway).
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -120,7 +123,7 @@ class Broker:
                 index = MemoryIndex()
         options = journal_options or JournalOptions()
         try:
-            rec = recover(directory, options, fs, index)
+            rec = recover(directory, options, fs, index, verify=verify_journal)
         except BaseException:
             index.close()
             raise
@@ -165,6 +168,8 @@ class Broker:
         from engine.session import Session
         if self._closed:
             return
+        with self.lock:
+            consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
         for s in list(self.sessions):
             assert isinstance(s, Session)
             try:
@@ -176,7 +181,7 @@ class Broker:
             self._stop_reaper.set()
             if self._failure is None:
                 try:
-                    self._p.checkpoint()
+                    self._p.checkpoint({"consumers": consumers})
                 except JournalError:
                     pass
             self._p.journal.close()
@@ -485,6 +490,54 @@ class Broker:
                 self._p.image.relocate(report.relocations)
                 self._guard(self._p.checkpoint)
             return report
+
+    def restore_messages(self, items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
+        """Put messages back exactly as exported (for ``mqstore import``): each item is an
+        address, the delivery count on each queue it is on (queue name -> count), and the
+        message (timestamp and expiration kept). Policies are not run and expiry-delay is not
+        applied: their decisions were taken when the messages were first sent. One write and
+        one wait for all items.
+
+        Raises:
+            AddressNotFoundError, QueueNotFoundError: nothing restored.
+        """
+        from engine.delivery import serve_waiters
+        with self.lock:
+            self.check_open()
+            plans = []
+            for address, counts, msg in items:
+                if address not in self.addresses:
+                    raise AddressNotFoundError(address)
+                plans.append((address, [self.find_queue(q) for q in counts], counts, msg))
+            records: List[tuple] = []
+            placed = []
+            for address, queues, counts, msg in plans:
+                mid = self.next_id()
+                on_disk = [q for q in queues if q.durable] if msg.durable else []
+                if on_disk:
+                    records.append((RecordKind.MESSAGE, schema.message(
+                        mid, address, [q.id for q in on_disk], msg.body, msg.properties,
+                        msg.timestamp, msg.expiration, msg.priority)))
+                    records += [(RecordKind.DELIVERY, schema.delivery(q.id, mid, counts[q.name]))
+                                for q in on_disk if counts[q.name] > 0]
+                placed.append((mid, address, queues, counts, msg, on_disk, len(records)))
+            ticket = self.write(records) if records else None
+            base = ticket.lsn - len(records) + 1 if ticket else 0
+            index = 0
+            for mid, address, queues, counts, msg, on_disk, upto in placed:
+                stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
+                                       msg.timestamp, msg.expiration, msg.priority,
+                                       None if on_disk else msg.body,
+                                       self._p.image.messages.get(mid))
+                self.messages[mid] = stored
+                order_lsn = base + index if on_disk else 0
+                for q in queues:
+                    q.load_tail(MessageRef(stored, q, (order_lsn, 0), counts[q.name],
+                                           journaled=q in on_disk))
+                index = upto
+            for q in {q.id: q for _m, _a, qs, *_r in placed for q in qs}.values():
+                serve_waiters(self, q)
+        self.wait(ticket)
 
     def session(self, transacted: bool = False):  # type: ignore[no-untyped-def]
         """A new session (``engine.session.Session``); use it as a context manager."""

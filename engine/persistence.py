@@ -104,7 +104,7 @@ class Persistence:
         """Whether enough records were written since the last checkpoint."""
         return 0 < self.checkpoint_records <= self.since_checkpoint
 
-    def checkpoint(self) -> int:
+    def checkpoint(self, extras: Optional[Dict[str, Any]] = None) -> int:
         """Write a checkpoint at the current durable end (broker lock held: nothing changes).
 
         Returns:
@@ -114,7 +114,7 @@ class Persistence:
         self.sink.release()
         lsn = self.journal.next_lsn - 1
         cp = Checkpoint(lsn, self.image, self.journal.catalogue(),
-                        self.journal.liveness.export_state())
+                        self.journal.liveness.export_state(), extras or {})
         self.index.write_tables(encode(cp))
         self.journal.liveness.horizon = lsn
         self.journal.liveness.reclaim()

@@ -51,12 +51,14 @@ class Checkpoint:
         image: the folded image.
         catalogue: summaries of the sealed segments at that moment.
         liveness: the journal's dead marks and pins (``Liveness.export_state``).
+        extras: facts for offline tools (consumers per queue at the last close).
     """
 
     lsn: int
     image: StoreImage
     catalogue: List[SegmentSummary]
     liveness: Dict[str, Any] = field(default_factory=dict)
+    extras: Dict[str, Any] = field(default_factory=dict)
 
 
 def _val(key: bytes, obj: Any) -> bytes:
@@ -111,7 +113,8 @@ def encode(cp: Checkpoint) -> Tables:
         t["jpin"][k] = _val(k, [loc[2], list(seqs)])
     meta = {"version": VERSION, "lsn": cp.lsn, "next_id": img.next_id,
             "catalogue": [list(s) for s in cp.catalogue],
-            "counts": {name: len(t[name]) for name in TABLES if name != "meta"}}
+            "counts": {name: len(t[name]) for name in TABLES if name != "meta"},
+            "extras": cp.extras}
     t["meta"][b"checkpoint"] = _val(b"checkpoint", meta)
     return t
 
@@ -170,7 +173,7 @@ def decode(tables: Mapping[str, Iterable[Tuple[bytes, bytes]]]) -> Checkpoint:
         pins.append([[seg, off, length], seqs])
     _check_refs(img)
     return Checkpoint(meta["lsn"], img, [SegmentSummary(*s) for s in meta["catalogue"]],
-                      {"dead": dead, "pins": pins})
+                      {"dead": dead, "pins": pins}, dict(meta.get("extras") or {}))
 
 
 def _check_refs(img: StoreImage) -> None:

@@ -79,7 +79,7 @@ def validate(cp: Checkpoint, journal: Journal) -> Optional[str]:
 
 
 def recover(directory: str, options: JournalOptions, fs: FileSystem, index: IndexStore,
-            read_only: bool = False) -> Recovered:
+            read_only: bool = False, verify: bool = False) -> Recovered:
     """Open the store in ``directory``: journal in ``journal/``, index as given.
 
     Args:
@@ -88,14 +88,17 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
         fs: the file-system seam for the journal.
         index: the index store (LMDB in ``directory/index`` normally).
         read_only: change nothing: no truncation, no index rebuild written, no reclaim.
+        verify: scan every segment, even those the index's catalogue lets the journal trust
+            (always so in salvage mode, which must see the damage to skip it).
 
     Raises:
         CorruptJournalError, DirectoryLockedError, JournalIOError: from the journal.
     """
     start = time.monotonic()
     cp, why = index.load()
+    trust = cp is not None and not verify and not options.salvage
     journal = Journal.open(os.path.join(directory, JOURNAL_DIR), options, fs,
-                           trusted=cp.catalogue if cp is not None else None)
+                           trusted=cp.catalogue if trust and cp is not None else None)
     try:
         image, how, replayed = _fold(journal, cp, why, read_only)
         if not read_only:

@@ -71,5 +71,9 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
     console.print(rt)
 
 
+from tools.commands import register  # noqa: E402  (the data commands)
+
+register(main)
+
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,288 @@
+"""The data commands of ``mqstore``: print, queues, addresses, export, import, check, recover,
+compact. Commands that only read open the store read-only and change no byte. Exit codes: 0
+fine, 1 problems found (or an error), 2 usage."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from typing import Any, Dict, List, Optional, Sequence
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from journal import MqStoreError
+
+console = Console()
+err = Console(stderr=True)
+
+STORE = click.argument("directory", type=click.Path(file_okay=False))
+JSON = click.option("--json", "as_json", is_flag=True, help="JSON output (one object per line "
+                                                           "for print, a list otherwise).")
+
+
+def fail(exc: MqStoreError) -> None:
+    """Print an mqstore error and exit 1."""
+    err.print(f"[red]error:[/red] {exc}")
+    raise SystemExit(1)
+
+
+def table(title: str, rows: Sequence[Dict[str, Any]], columns: Sequence[str],
+          headers: Optional[Dict[str, str]] = None) -> None:
+    """Print rows as a rich table (``headers`` renames columns)."""
+    t = Table(title=title)
+    for c in columns:
+        t.add_column((headers or {}).get(c, c.replace("_", " ")))
+    for r in rows:
+        t.add_row(*("-" if r.get(c) is None else str(r[c]) for c in columns))
+    console.print(t)
+
+
+def progress_bar(transient: bool = True) -> Progress:
+    """The progress display used by long commands (to stderr)."""
+    return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                    TextColumn("{task.completed:,}"), TimeElapsedColumn(),
+                    console=err, transient=transient)
+
+
+def _body_text(body: Optional[bytes]) -> str:
+    if body is None:
+        return ""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body[:32].hex() + ("..." if len(body) > 32 else "")
+
+
+def register(main: click.Group) -> None:
+    """Add the data commands to the ``mqstore`` group."""
+
+    @main.command("print")
+    @STORE
+    @click.option("--kind", "kinds", multiple=True, help="Only entries of this kind (MESSAGE, "
+                                                        "ACK, DELIVERY, ...); repeatable.")
+    @click.option("--address", help="Only entries of this address.")
+    @click.option("--queue", help="Only entries of this queue.")
+    @click.option("--lsn-from", type=int, help="Only LSNs >= this.")
+    @click.option("--lsn-to", type=int, help="Only LSNs <= this.")
+    @click.option("--message-id", type=int, help="Only this message id.")
+    @click.option("--body", is_flag=True, help="Show bodies (text if UTF-8, else a hex prefix).")
+    @JSON
+    def print_cmd(directory: str, kinds: Sequence[str], address: Optional[str],
+                  queue: Optional[str], lsn_from: Optional[int], lsn_to: Optional[int],
+                  message_id: Optional[int], body: bool, as_json: bool) -> None:
+        """Every journal record, human-readable; damaged bytes are shown flagged."""
+        from tools.offline import iter_entries, matches
+        damaged = 0
+        try:
+            out = sys.stdout
+            if not as_json:
+                out.write(f"{'LSN':>9} {'SEGMENT:OFFSET':>24} {'KIND':<13} {'TX':>6} "
+                          f"{'MESSAGE':>8} {'ADDRESS/QUEUE':<28} {'SIZE':>7} PROPERTIES\n")
+            for row in iter_entries(directory, with_body=body):
+                if not row["crc_ok"]:
+                    damaged += 1
+                if not matches(row, [k.upper() for k in kinds], address, queue, lsn_from,
+                               lsn_to, message_id):
+                    continue
+                if as_json:
+                    r = dict(row)
+                    r["body"] = _body_text(r["body"]) if body else None
+                    out.write(json.dumps(r, sort_keys=True, default=str) + "\n")
+                    continue
+                where = row.get("address") or ""
+                if row.get("queue"):
+                    where = f"{where}/{row['queue']}" if where else row["queue"]
+                kind = row["record_kind"] if row["crc_ok"] else f"!! {row['record_kind']}"
+                props = row["error"] if not row["crc_ok"] else \
+                    json.dumps(row.get("properties") or {}, sort_keys=True)
+                out.write(f"{row['lsn'] if row['lsn'] is not None else '-':>9} "
+                          f"{str(row['segment']) + ':' + str(row['offset']):>24} {kind:<13} "
+                          f"{row['transaction_id'] or '':>6} {row['message_id'] or '':>8} "
+                          f"{where[:28]:<28} {row['body_size'] if row['body_size'] is not None else '':>7} "
+                          f"{props}\n")
+                if body and row["body"] is not None:
+                    out.write(f"{'':>9} body: {_body_text(row['body'])}\n")
+        except MqStoreError as exc:
+            fail(exc)
+        except BrokenPipeError:
+            return
+        raise SystemExit(1 if damaged else 0)
+
+    @main.command()
+    @STORE
+    @JSON
+    def queues(directory: str, as_json: bool) -> None:
+        """The queues of a store (qpid-config style), read-only."""
+        from tools.offline import OfflineStore
+        try:
+            with OfflineStore(directory) as store:
+                rows = store.queue_rows()
+        except MqStoreError as exc:
+            fail(exc)
+        if as_json:
+            click.echo(json.dumps(rows, indent=1, sort_keys=True))
+            return
+        for r in rows:
+            for k in ("durable", "auto_delete", "exclusive", "non_destructive"):
+                r[k] = "Y" if r[k] else "N"
+        table(f"queues of {directory}", rows,
+              ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
+               "ring_size", "last_value_key", "non_destructive", "messages", "delivering",
+               "scheduled", "consumers_at_last_close", "bytes"],
+              {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
+               "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
+               "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
+               "scheduled": "sched", "consumers_at_last_close": "cons"})
+        console.print("dlvd: delivered and not acked when the store was closed; cons: "
+                      "consumers at the last clean close")
+
+    @main.command()
+    @STORE
+    @JSON
+    def addresses(directory: str, as_json: bool) -> None:
+        """The addresses of a store, read-only."""
+        from tools.offline import OfflineStore
+        try:
+            with OfflineStore(directory) as store:
+                rows = store.address_rows()
+        except MqStoreError as exc:
+            fail(exc)
+        if as_json:
+            click.echo(json.dumps(rows, indent=1, sort_keys=True))
+            return
+        table(f"addresses of {directory}", rows,
+              ["address", "routing_types", "queues", "auto_created", "messages"])
+
+    @main.command("export")
+    @STORE
+    @click.argument("file", type=click.Path(dir_okay=False))
+    def export_cmd(directory: str, file: str) -> None:
+        """The live state as JSON Lines (read-only)."""
+        from tools.transfer import export_store
+        try:
+            with progress_bar() as bar, open(file, "w", encoding="utf-8") as out:
+                task = bar.add_task("exporting messages", total=None)
+                n = export_store(directory, out, lambda k: bar.update(task, completed=k))
+        except MqStoreError as exc:
+            fail(exc)
+        console.print(f"exported {n:,} messages to {file}")
+
+    @main.command("import")
+    @click.argument("file", type=click.Path(dir_okay=False, exists=True))
+    @STORE
+    def import_cmd(file: str, directory: str) -> None:
+        """Create a store in an empty DIRECTORY from an export."""
+        from tools.transfer import import_store
+        try:
+            with progress_bar() as bar, open(file, encoding="utf-8") as lines:
+                task = bar.add_task("importing messages", total=None)
+                n = import_store(lines, directory, lambda k: bar.update(task, completed=k))
+        except MqStoreError as exc:
+            fail(exc)
+        console.print(f"imported {n:,} messages into {directory}")
+
+    @main.command()
+    @STORE
+    @JSON
+    def check(directory: str, as_json: bool) -> None:
+        """The fsck: segment headers, frames, CRCs, LSN order, the index against the journal.
+        Exits 1 when it finds a problem."""
+        from tools.check import check_store, problems
+        from tools.offline import segment_files
+        try:
+            files = segment_files(directory)
+            with progress_bar() as bar:
+                task = bar.add_task("checking segments", total=len(files))
+                findings = check_store(directory, lambda f: bar.advance(task))
+        except MqStoreError as exc:
+            fail(exc)
+        if as_json:
+            click.echo(json.dumps([f.as_dict() for f in findings], indent=1))
+        else:
+            style = {"error": "red", "warning": "yellow", "ok": "green"}
+            t = Table(title=f"check of {directory}")
+            for c in ("level", "file", "offset", "finding"):
+                t.add_column(c)
+            for f in findings:
+                t.add_row(f"[{style[f.level]}]{f.level}[/]", os.path.relpath(f.path, directory),
+                          "-" if f.offset is None else str(f.offset), f.message)
+            console.print(t)
+        raise SystemExit(1 if problems(findings) else 0)
+
+    @main.command()
+    @STORE
+    @click.option("--rebuild-index", is_flag=True, help="Delete the index first: rebuild it "
+                                                      "from the journal alone.")
+    @click.option("--salvage", is_flag=True, help="Skip damaged records instead of refusing "
+                                                  "to open (reports every skipped range).")
+    def recover(directory: str, rebuild_index: bool, salvage: bool) -> None:
+        """Open the store, recover it, and report what recovery did."""
+        from engine import Broker
+        from journal import JournalOptions
+        if not os.path.isdir(os.path.join(directory, "journal")):
+            fail(MqStoreError(f"no mqstore journal in {directory}"))
+        if rebuild_index:
+            shutil.rmtree(os.path.join(directory, "index"), ignore_errors=True)
+        start = time.monotonic()
+        try:
+            with console.status("recovering..."):
+                broker = Broker.open(directory, journal_options=JournalOptions(salvage=salvage),
+                                     expiry_scan_ms=0, verify_journal=True)
+        except MqStoreError as exc:
+            fail(exc)
+        rep = broker.recovery_report
+        j = rep.journal
+        rows = [("segments", j.segments), ("records", j.records), ("last LSN", j.last_lsn),
+                ("torn tail truncated (bytes)", j.torn_bytes),
+                ("unproven records dropped with it", j.unproven_records),
+                ("interrupted compaction", j.compaction or "none"),
+                ("skipped by salvage", "; ".join(f"{os.path.basename(s.path)}:{s.start}-{s.end} "
+                                                 f"({s.reason})" for s in j.skipped) or "none"),
+                ("index", rep.index), ("records replayed", rep.replayed_records),
+                ("addresses / queues / messages",
+                 f"{rep.counts['addresses']} / {rep.counts['queues']} / "
+                 f"{rep.counts['messages']}"),
+                ("time", f"{(time.monotonic() - start) * 1000:.0f} ms")]
+        broker.close()
+        t = Table(title=f"recovery of {directory}", show_header=False)
+        t.add_column()
+        t.add_column()
+        for k, v in rows:
+            t.add_row(k, str(v))
+        console.print(t)
+
+    @main.command()
+    @STORE
+    @click.option("--force", is_flag=True, help="Compact even below the thresholds "
+                                                "(more than 10 segments, less than 30% live).")
+    def compact(directory: str, force: bool) -> None:
+        """Compact the journal and report segments and live bytes before and after."""
+        from engine import Broker
+        try:
+            broker = Broker.open(directory, expiry_scan_ms=0)
+        except MqStoreError as exc:
+            fail(exc)
+        try:
+            journal = broker.persistence.journal
+            before = journal.statistics()
+            with console.status("compacting..."):
+                report = broker.compact(force=force)
+            after = journal.statistics()
+        finally:
+            broker.close()
+        t = Table(title=f"compaction of {directory}: {report.reason}")
+        for c in ("", "segments", "records", "bytes", "live bytes"):
+            t.add_column(c)
+        t.add_row("before", str(before.segments), f"{before.records:,}",
+                  f"{before.total_bytes:,}", f"{before.live_bytes:,}")
+        t.add_row("after", str(after.segments), f"{after.records:,}", f"{after.total_bytes:,}",
+                  f"{after.live_bytes:,}")
+        console.print(t)
+        console.print(f"rewrote {report.records_copied:,} live records from segments "
+                      f"{list(report.inputs)} into {list(report.outputs)}")

@@ -1,0 +1,226 @@
+"""Offline access to a store directory for the ``mqstore`` commands.
+
+``OfflineStore`` opens a store read-only: the journal without lock, truncation or any write, the
+LMDB index read-only without its lock file, and recovery in memory. Nothing in the directory
+changes (tested by checksumming it). ``iter_entries`` reads segment files with the tolerant
+scanner, so damage shows up as rows instead of stopping the listing.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from journal import JournalOptions, MqStoreError, OsFileSystem
+from journal.compaction import resolve_pending
+from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
+from journal.inspect import Damage, scan_buffer
+from journal.opening import list_segment_paths
+from journal.records import unpack_payload
+from journal.errors import InvalidRecordError
+from recovery import INDEX_DIR, JOURNAL_DIR, LmdbIndex, MemoryIndex, recover
+from recovery.entries import expand, names_from_image, queue_names
+from recovery.schema import RecordKind
+
+MAX_FRAME = 64 << 20
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """A segment file of a store: sequence, path, size in bytes."""
+
+    sequence: int
+    path: str
+    size: int
+
+
+def segment_files(directory: str) -> List[SegmentFile]:
+    """The segment files of the store in ``directory``, in order (a pending compaction is
+    seen rolled forward, as the next writable open will make it)."""
+    jdir = os.path.join(directory, JOURNAL_DIR)
+    if not os.path.isdir(jdir):
+        raise MqStoreError(f"no mqstore journal in {directory}",
+                           hint="give the directory passed to Broker.open")
+    fs = OsFileSystem()
+    pending = resolve_pending(fs, jdir, read_only=True)
+    return [SegmentFile(seq, path, os.path.getsize(path))
+            for seq, path in list_segment_paths(fs, jdir, pending.overrides, pending.excluded)]
+
+
+class OfflineStore:
+    """A store opened read-only for inspection.
+
+    Raises:
+        MqStoreError: no store there; CorruptJournalError when the journal is damaged beyond a
+            torn tail (open with ``salvage=True`` to skip the damage).
+    """
+
+    def __init__(self, directory: str, salvage: bool = False) -> None:
+        segment_files(directory)  # a clear error when there is no store
+        self.directory = directory
+        idx_dir = os.path.join(directory, INDEX_DIR)
+        self.index = LmdbIndex(idx_dir, read_only=True) if os.path.exists(
+            os.path.join(idx_dir, "data.mdb")) else MemoryIndex()
+        rec = recover(directory, JournalOptions(read_only=True, salvage=salvage),
+                      OsFileSystem(), self.index, read_only=True)
+        self.journal = rec.journal
+        self.image = rec.image
+        self.report = rec.report
+        self.extras = _index_extras(self.index)
+
+    def close(self) -> None:
+        """Release the files."""
+        self.journal.close()
+        self.index.close()
+
+    def __enter__(self) -> "OfflineStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def queue_rows(self) -> List[Dict[str, Any]]:
+        """The qpid-config-style listing of queues."""
+        img = self.image
+        consumers = self.extras.get("consumers", {})
+        rows = []
+        for q in sorted(img.queues.values(), key=lambda q: q.name):
+            cfg = q.config
+            refs = list(q.refs.values())
+            size = sum(img.messages[r.mid].body_size for r in refs if r.mid in img.messages)
+            rows.append({"queue": q.name, "address": q.address, "routing_type": q.routing_type,
+                         "durable": bool(cfg.get("durable", True)),
+                         "auto_delete": bool(cfg.get("auto_created", False)),
+                         "exclusive": bool(cfg.get("exclusive", False)),
+                         "ring_size": int(cfg.get("ring_size", -1)),
+                         "last_value_key": cfg.get("last_value_key"),
+                         "non_destructive": bool(cfg.get("non_destructive", False)),
+                         "messages": len(refs),
+                         "delivering": sum(1 for r in refs if r.delivery_count > 0),
+                         "scheduled": 0,
+                         "consumers_at_last_close": consumers.get(q.name),
+                         "bytes": size})
+        return rows
+
+    def address_rows(self) -> List[Dict[str, Any]]:
+        """The listing of addresses: routing types, queues, messages on them."""
+        img = self.image
+        rows = []
+        for a in sorted(img.addresses.values(), key=lambda a: a.name):
+            queues = sorted(q.name for q in img.queues.values() if q.address == a.name)
+            msgs = sum(len(q.refs) for q in img.queues.values() if q.address == a.name)
+            rows.append({"address": a.name, "routing_types": ",".join(a.routing_types),
+                         "queues": ",".join(queues), "auto_created": a.auto_created,
+                         "messages": msgs})
+        return rows
+
+
+def _index_extras(index: Any) -> Dict[str, Any]:
+    try:
+        tables = index.read_tables()
+    except MqStoreError:
+        return {}
+    if not tables:
+        return {}
+    from recovery.checkpoint import _unval
+    raw = tables.get("meta", {}).get(b"checkpoint")
+    try:
+        return dict(_unval("meta", b"checkpoint", raw).get("extras", {})) if raw else {}
+    except MqStoreError:
+        return {}
+
+
+def read_segment(path: str) -> bytes:
+    """The bytes of a segment file."""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def iter_entries(directory: str, with_body: bool = False,
+                 progress: Optional[Callable[[SegmentFile], None]] = None
+                 ) -> Iterator[Dict[str, Any]]:
+    """Every entry of every segment, with ``segment``, ``offset``, ``lsn``, ``crc_ok`` and
+    ``error`` columns; damaged bytes and undecodable payloads become rows with
+    ``crc_ok=False``."""
+    files = segment_files(directory)
+    names: Dict[int, str] = {}
+    for f in files:  # first pass: queue names (also those of deleted queues)
+        for kind, payload in _frames(f):
+            if kind == RecordKind.QUEUE_ADD:
+                names.update(queue_names([(kind, payload)]))
+    for f in files:
+        if progress:
+            progress(f)
+        yield from entries_of_buffer(read_segment(f.path), f.sequence, names, with_body)
+
+
+def _frames(f: SegmentFile) -> Iterator[Tuple[int, Any]]:
+    buf = read_segment(f.path)
+    header = decode_segment_header(buf)
+    if header is None:
+        return
+    for item in scan_buffer(buf, header.generation, MAX_FRAME):
+        if not isinstance(item, Damage) and item.info.kind == RecordKind.QUEUE_ADD:
+            try:
+                yield item.info.kind, unpack_payload(item.payload)
+            except InvalidRecordError:
+                continue
+
+
+def entries_of_buffer(buf: bytes, seq: int, names: Dict[int, str], with_body: bool,
+                      start: int = SEGMENT_HEADER_SIZE, stop: Optional[int] = None
+                      ) -> Iterator[Dict[str, Any]]:
+    """The entry rows of one segment's bytes (frames starting in ``[start, stop)``)."""
+    header = decode_segment_header(buf)
+    if header is None:
+        yield _bad(seq, 0, "bad segment header")
+        return
+    for item in scan_buffer(buf, header.generation, MAX_FRAME, start, stop):
+        if isinstance(item, Damage):
+            yield _bad(seq, item.offset, f"{item.reason} ({item.end - item.offset} bytes)")
+            continue
+        info = item.info
+        try:
+            payload = unpack_payload(item.payload)
+        except InvalidRecordError as exc:
+            row = _bad(seq, info.offset, str(exc))
+            row["lsn"] = info.lsn
+            yield row
+            continue
+        for e in expand(info.kind, payload, names, with_body):
+            e.update(segment=seq, offset=info.offset, lsn=info.lsn, crc_ok=True, error=None)
+            yield e
+
+
+def _bad(seq: int, offset: int, error: str) -> Dict[str, Any]:
+    from recovery.entries import _blank
+    row = _blank()
+    row.update(segment=seq, offset=offset, lsn=None, crc_ok=False, error=error,
+               record_kind="DAMAGED")
+    return row
+
+
+def image_names(store: OfflineStore) -> Dict[int, str]:
+    """Queue id -> name of an open store."""
+    return names_from_image(store.image)
+
+
+def matches(row: Dict[str, Any], kinds: Sequence[str], address: Optional[str],
+            queue: Optional[str], lsn_from: Optional[int], lsn_to: Optional[int],
+            message_id: Optional[int]) -> bool:
+    """Whether an entry row passes the ``mqstore print`` filters."""
+    if kinds and row["record_kind"] not in kinds:
+        return False
+    if address and row.get("address") != address:
+        return False
+    if queue and queue not in (row.get("queue") or "").split(","):
+        return False
+    lsn = row.get("lsn")
+    if lsn_from is not None and (lsn is None or lsn < lsn_from):
+        return False
+    if lsn_to is not None and (lsn is None or lsn > lsn_to):
+        return False
+    if message_id is not None and row.get("message_id") != message_id:
+        return False
+    return True
