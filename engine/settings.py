@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
-from engine.model import RoutingType
+from engine.model import QueueConfig, RoutingType
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
@@ -132,3 +132,22 @@ class SettingsRepository:
                 got = got.overlay(self.entries[pattern])
             self._cache[address] = got
         return got
+
+
+def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueConfig":
+    """Fill a queue configuration's unset fields from the address's effective settings (seed
+    000 default-ring-size; 004 §4.9.4 default-last-value-key/-queue, §4.9.6.3
+    default-non-destructive, §4.11.2 default-exclusive-queue)."""
+    key = config.last_value_key
+    if key is None and (config.last_value or st.default_last_value_queue):
+        key = st.default_last_value_key or DEFAULT_LVQ_KEY
+    if key is None and st.default_last_value_key:
+        key = st.default_last_value_key
+    return replace(config,
+                   ring_size=st.default_ring_size if config.ring_size is None
+                   else config.ring_size,
+                   last_value_key=key, last_value=key is not None,
+                   non_destructive=st.default_non_destructive
+                   if config.non_destructive is None else config.non_destructive,
+                   exclusive=st.default_exclusive_queue if config.exclusive is None
+                   else config.exclusive)

@@ -18,12 +18,12 @@ their LSNs; they are re-framed with the output's generation id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Set, Tuple
 
 import msgpack
 
 from journal.errors import JournalIOError
-from journal.format import (FRAME_OVERHEAD, SEGMENT_FLAG_COMPACTED, SEGMENT_HEADER_SIZE,
+from journal.format import (SEGMENT_FLAG_COMPACTED, SEGMENT_HEADER_SIZE,
                             SegmentHeader, decode_control, encode_control, encode_frame)
 from journal.fs import FileSystem
 from journal.records import Record, iter_segment_records

@@ -80,3 +80,27 @@ def first_frame_at_or_after(buf: bytes, generation: int, max_frame: int, offset:
     for cand, _h in find_valid_frames(buf, generation, max_frame, offset - 1):
         return cand
     return len(buf)
+
+
+def scan_range(read_at: Callable[[int, int], bytes], size: int, generation: int, start: int,
+               stop: int, max_frame: int) -> Iterator[Item]:
+    """Yield the frames that start in ``[start, stop)`` of a segment of ``size`` bytes, and the
+    damage met, reading only ``[start, stop + max_frame)``. A ``start`` inside a frame moves to
+    the next valid frame (how byte-range splits of one segment share it out)."""
+    stop = min(stop, size)
+    if start >= stop:
+        return
+    end = min(size, stop + max_frame)
+    if start <= SEGMENT_HEADER_SIZE:
+        base, buf, first = 0, read_at(0, end), SEGMENT_HEADER_SIZE
+    else:
+        base, buf = start, read_at(start, end - start)
+        first = next((o for o, _h in find_valid_frames(buf, generation, max_frame, -1)),
+                     len(buf))
+    for item in scan_buffer(buf, generation, max_frame, first, stop - base):
+        if isinstance(item, Frame):
+            info = item.info
+            yield Frame(FrameInfo(info.offset + base, info.frame_len, info.kind, info.lsn,
+                                  info.synced_lsn), item.payload)
+        else:
+            yield Damage(item.offset + base, item.end + base, item.reason)

@@ -13,16 +13,16 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-import msgpack
 
 from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
                             JournalClosedError, JournalError, JournalFailedError,
                             JournalIOError, ReadOnlyError, RecordTooLargeError)
+from journal.codec import check_kind, pack, parent_of
 from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
 from journal.fs import FileSystem, OsFileSystem
+from journal.options import JournalOptions, JournalStatistics
 from journal.liveness import Liveness
 from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
 from journal.records import Record, iter_segment_records
@@ -32,62 +32,6 @@ from journal.writer import GroupCommitWriter, new_generation
 
 LOCK_FILE = "journal.lock"
 SEQUENCE_STRIDE = 1 << 20  # fresh segments; compaction outputs take numbers in between
-
-
-@dataclass(frozen=True)
-class JournalOptions:
-    """Settings of one journal.
-
-    Attributes:
-        segment_size: bytes per segment file (default 64 MiB).
-        max_record_size: largest frame in bytes (capped at segment_size - 64).
-        sync_policy: ``"sync"`` (group commit; a ticket completes after the fdatasync covering
-            it) or ``"async"`` (a ticket completes after the write; the OS decides when data
-            reaches the disk, so a power loss can drop the newest records but never damages
-            earlier ones: recovery truncates at the first torn record).
-        batch_bytes: flush a batch once this many bytes are pending (default 1 MiB).
-        max_delay_ms: how long the writer gathers a batch before flushing (default 0: flush at
-            once; batches still form while the previous fdatasync runs).
-        max_pending_bytes: appenders block while this many bytes wait for the writer.
-        preallocate: write zeros over each new segment before use.
-        compact_min_files: compact only with more sealed segments than this (Artemis: 10).
-        compact_live_ratio: compact only when live bytes / bytes is below this (Artemis: 0.3).
-        read_only: open without the lock, truncation, or any write.
-        salvage: skip damaged records instead of refusing to open (reported in ``OpenReport``).
-    """
-
-    segment_size: int = 64 << 20
-    max_record_size: int = 16 << 20
-    sync_policy: str = "sync"
-    batch_bytes: int = 1 << 20
-    max_delay_ms: float = 0.0
-    max_pending_bytes: int = 64 << 20
-    preallocate: bool = True
-    compact_min_files: int = 10
-    compact_live_ratio: float = 0.3
-    read_only: bool = False
-    salvage: bool = False
-
-    def max_frame(self) -> int:
-        """Largest acceptable frame length in bytes."""
-        return min(self.max_record_size, self.segment_size - SEGMENT_HEADER_SIZE)
-
-
-@dataclass(frozen=True)
-class JournalStatistics:
-    """A snapshot of the journal's counters (sizes in bytes)."""
-
-    segments: int
-    records: int
-    live_records: int
-    total_bytes: int
-    live_bytes: int
-    next_lsn: int
-    durable_lsn: int
-    batches: int
-    records_flushed: int
-    fsyncs: int
-    failed: bool
 
 
 class Journal:
@@ -498,38 +442,6 @@ class Journal:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_packer = threading.local()
-
-
-def pack(payload: Any) -> bytes:
-    """msgpack-encode a payload (bin type for bytes, str for text).
-
-    Raises:
-        InvalidRecordError: the value cannot be serialised.
-    """
-    packer = getattr(_packer, "p", None)
-    if packer is None:
-        packer = _packer.p = msgpack.Packer(use_bin_type=True)
-    try:
-        return packer.pack(payload)
-    except (TypeError, ValueError, OverflowError) as exc:
-        _packer.p = None
-        raise InvalidRecordError(f"payload cannot be serialised: {exc}") from exc
-
-
-def check_kind(kind: int) -> int:
-    """Return ``kind`` when it is a valid record kind (1..255), else raise InvalidRecordError."""
-    if not isinstance(kind, int) or not 1 <= kind <= 255:
-        raise InvalidRecordError(f"record kind must be an int in 1..255, not {kind!r}")
-    return kind
-
-
-def parent_of(path: str) -> str:
-    """The parent directory of ``path`` ('.' for a bare name)."""
-    import os
-    return os.path.dirname(os.path.abspath(path)) or "."
 
 
 from journal.compaction import CompactionReport  # noqa: E402  (re-export for type hints)

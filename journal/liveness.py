@@ -151,6 +151,8 @@ class Liveness:
         """
         j = self._j
         deleted = 0
+        if j._options.read_only:
+            return 0  # a read-only journal never deletes; dead marks stay in memory
         while True:
             with j._lock:
                 victim = next((s for s in sorted(j._segments.values(), key=lambda s: s.sequence)

@@ -12,6 +12,6 @@ from recovery.store import INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, re
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
     "JOURNAL_DIR", "LmdbIndex", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
-    "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
+    "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
     "replay",
 ]

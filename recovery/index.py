@@ -15,7 +15,7 @@ import os
 import random
 import shutil
 from abc import ABC, abstractmethod
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from recovery.checkpoint import TABLES, Checkpoint, Tables, decode, encode
 from recovery.errors import IndexInvalidError

@@ -79,7 +79,7 @@ def validate(cp: Checkpoint, journal: Journal) -> Optional[str]:
 
 
 def recover(directory: str, options: JournalOptions, fs: FileSystem, index: IndexStore,
-            read_only: bool = False, verify: bool = False) -> Recovered:
+            read_only: bool = False, verify: bool = False, liveness: bool = False) -> Recovered:
     """Open the store in ``directory``: journal in ``journal/``, index as given.
 
     Args:
@@ -90,6 +90,8 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
         read_only: change nothing: no truncation, no index rebuild written, no reclaim.
         verify: scan every segment, even those the index's catalogue lets the journal trust
             (always so in salvage mode, which must see the damage to skip it).
+        liveness: in read-only mode, still compute which records are dead (in memory only;
+            for reports of what compaction would reclaim).
 
     Raises:
         CorruptJournalError, DirectoryLockedError, JournalIOError: from the journal.
@@ -100,7 +102,7 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
     journal = Journal.open(os.path.join(directory, JOURNAL_DIR), options, fs,
                            trusted=cp.catalogue if trust and cp is not None else None)
     try:
-        image, how, replayed = _fold(journal, cp, why, read_only)
+        image, how, replayed = _fold(journal, cp, why, read_only and not liveness)
         if not read_only:
             journal.liveness.reclaim()
     except BaseException:

@@ -71,6 +71,53 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
     console.print(rt)
 
 
+@bench.command("spark")
+@click.option("--records", default=2_000_000, show_default=True, help="Journal records.")
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None)
+def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
+    """Spark scan rows/s against the plain single-process reader, in one run."""
+    from tools.bench_spark import run
+
+    with console.status("building the journal...") as status:
+        f = run(records, master, directory, lambda m: status.update(m))
+    t = Table(title=f"journal scan: {f.records:,} records, {f.rows:,} rows, "
+                    f"{f.bytes / 1e6:,.0f} MB")
+    for col in ("reader", "seconds", "rows/s"):
+        t.add_column(col)
+    t.add_row("plain, one process", f"{f.plain_s:.1f}", f"{f.plain_rate:,.0f}")
+    t.add_row(f"Spark {master}", f"{f.spark_s:.1f}", f"{f.spark_rate:,.0f}")
+    console.print(t)
+    console.print(f"Spark / plain: {f.spark_rate / f.plain_rate:.2f}; target 400k rows/s on "
+                  f"local[2]: {'ok' if f.spark_rate >= 400_000 else 'BELOW'}")
+
+
+@main.command("spark-report")
+@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@click.option("--out", required=True, type=click.Path(file_okay=False),
+              help="Where the Parquet tables, PNG plots and report.html go.")
+@click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
+def spark_report(directory: str, out: str, master: str) -> None:
+    """The inspection job on Spark: entries by kind, messages per address per hour, live and
+    dead bytes per segment, unacknowledged messages per queue and their age."""
+    from tools.spark.report import report
+
+    with console.status("running the Spark job..."):
+        r = report(directory, out, master)
+    t = Table(title=f"journal report of {directory} ({r.seconds:.1f} s)")
+    t.add_column("figure")
+    t.add_column("value", justify="right")
+    t.add_row("entries", f"{r.rows:,}")
+    for kind, n in sorted(r.kinds.items()):
+        t.add_row(f"  {kind}", f"{n:,}")
+    t.add_row("damaged entries", f"{r.damaged:,}")
+    for queue, n in sorted(r.unacked.items()):
+        t.add_row(f"unacked on {queue}", f"{n:,}")
+    t.add_row("dead bytes (reclaimable)", f"{r.reclaimable_bytes:,}")
+    console.print(t)
+    console.print(f"report: {r.html}")
+
+
 from tools.commands import register  # noqa: E402  (the data commands)
 
 register(main)

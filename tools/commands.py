@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 import click
 from rich.console import Console

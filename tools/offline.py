@@ -56,14 +56,14 @@ class OfflineStore:
             torn tail (open with ``salvage=True`` to skip the damage).
     """
 
-    def __init__(self, directory: str, salvage: bool = False) -> None:
+    def __init__(self, directory: str, salvage: bool = False, liveness: bool = False) -> None:
         segment_files(directory)  # a clear error when there is no store
         self.directory = directory
         idx_dir = os.path.join(directory, INDEX_DIR)
         self.index = LmdbIndex(idx_dir, read_only=True) if os.path.exists(
             os.path.join(idx_dir, "data.mdb")) else MemoryIndex()
         rec = recover(directory, JournalOptions(read_only=True, salvage=salvage),
-                      OsFileSystem(), self.index, read_only=True)
+                      OsFileSystem(), self.index, read_only=True, liveness=liveness)
         self.journal = rec.journal
         self.image = rec.image
         self.report = rec.report
@@ -102,6 +102,14 @@ class OfflineStore:
                          "consumers_at_last_close": consumers.get(q.name),
                          "bytes": size})
         return rows
+
+    def segment_rows(self) -> List[Dict[str, Any]]:
+        """Per segment: records, bytes, live bytes and dead bytes (what compaction or reclaim
+        would free); needs ``liveness=True``."""
+        return [{"segment": s.sequence, "records": s.count, "live_records": s.live_count,
+                 "bytes": s.total_bytes, "live_bytes": s.live_bytes,
+                 "dead_bytes": s.total_bytes - s.live_bytes}
+                for s in self.journal.segments()]
 
     def address_rows(self) -> List[Dict[str, Any]]:
         """The listing of addresses: routing types, queues, messages on them."""

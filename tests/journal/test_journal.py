@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import os
 import stat
 import subprocess
 import sys

@@ -1,0 +1,63 @@
+"""The journal's settings and its statistics snapshot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from journal.format import SEGMENT_HEADER_SIZE
+
+
+@dataclass(frozen=True)
+class JournalOptions:
+    """Settings of one journal.
+
+    Attributes:
+        segment_size: bytes per segment file (default 64 MiB).
+        max_record_size: largest frame in bytes (capped at segment_size - 64).
+        sync_policy: ``"sync"`` (group commit; a ticket completes after the fdatasync covering
+            it) or ``"async"`` (a ticket completes after the write; the OS decides when data
+            reaches the disk, so a power loss can drop the newest records but never damages
+            earlier ones: recovery truncates at the first torn record).
+        batch_bytes: flush a batch once this many bytes are pending (default 1 MiB).
+        max_delay_ms: how long the writer gathers a batch before flushing (default 0: flush at
+            once; batches still form while the previous fdatasync runs).
+        max_pending_bytes: appenders block while this many bytes wait for the writer.
+        preallocate: write zeros over each new segment before use.
+        compact_min_files: compact only with more sealed segments than this (Artemis: 10).
+        compact_live_ratio: compact only when live bytes / bytes is below this (Artemis: 0.3).
+        read_only: open without the lock, truncation, or any write.
+        salvage: skip damaged records instead of refusing to open (reported in ``OpenReport``).
+    """
+
+    segment_size: int = 64 << 20
+    max_record_size: int = 16 << 20
+    sync_policy: str = "sync"
+    batch_bytes: int = 1 << 20
+    max_delay_ms: float = 0.0
+    max_pending_bytes: int = 64 << 20
+    preallocate: bool = True
+    compact_min_files: int = 10
+    compact_live_ratio: float = 0.3
+    read_only: bool = False
+    salvage: bool = False
+
+    def max_frame(self) -> int:
+        """Largest acceptable frame length in bytes."""
+        return min(self.max_record_size, self.segment_size - SEGMENT_HEADER_SIZE)
+
+
+@dataclass(frozen=True)
+class JournalStatistics:
+    """A snapshot of the journal's counters (sizes in bytes)."""
+
+    segments: int
+    records: int
+    live_records: int
+    total_bytes: int
+    live_bytes: int
+    next_lsn: int
+    durable_lsn: int
+    batches: int
+    records_flushed: int
+    fsyncs: int
+    failed: bool

@@ -1,0 +1,93 @@
+"""``mqstore bench spark``: Spark scan rows/s on local[2] against the plain single-process reader,
+over a journal of at least 2 million records, in one run.
+
+The journal is written straight through the journal API with the engine's record schema (an
+address, a multicast queue with three subscriptions, small messages, acks), so it reads like a
+real store without the cost of building it through the broker.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from journal import Journal, JournalOptions
+from recovery import schema
+from recovery.schema import RecordKind
+
+
+@dataclass(frozen=True)
+class SparkFigures:
+    """Rows, seconds and rows/s of both readers, and the journal's size."""
+
+    records: int
+    rows: int
+    bytes: int
+    plain_s: float
+    spark_s: float
+
+    @property
+    def plain_rate(self) -> float:
+        return self.rows / self.plain_s
+
+    @property
+    def spark_rate(self) -> float:
+        return self.rows / self.spark_s
+
+
+def build_journal(directory: str, records: int, progress: Callable[[int], None]) -> int:
+    """Write about ``records`` records (messages and acks); return the number written."""
+    j = Journal.open(os.path.join(directory, "journal"), JournalOptions(sync_policy="async"))
+    j.append_many([(RecordKind.ADDRESS_ADD, schema.address_add(1, "orders", ["multicast"], False))]
+                  + [(RecordKind.QUEUE_ADD, schema.queue_add(q, f"sub{q}", "orders",
+                                                             "multicast", {})) for q in (2, 3, 4)])
+    written, mid, batch = 4, 100, []
+    while written < records:
+        for _ in range(1000):
+            mid += 1
+            batch.append((RecordKind.MESSAGE, schema.message(
+                mid, "orders", [2, 3, 4], b"x" * 100, {"customer": f"c{mid % 97}", "n": mid},
+                1_700_000_000_000 + mid * 1000, 0, 4)))
+            if mid % 2:
+                batch.append((RecordKind.ACK, schema.ack(2, mid, "acked")))
+        j.append_many(batch)
+        written += len(batch)
+        batch = []
+        progress(written)
+    j.close()
+    return written
+
+
+def run(records: int, master: str, directory: Optional[str],
+        progress: Callable[[str], None]) -> SparkFigures:
+    """Build the journal, time the plain reader, then Spark (session started beforehand)."""
+    from tools.spark.columns import plain_scan
+    from tools.spark.report import spark_session
+    from tools.spark import read_journal
+
+    tmp = tempfile.mkdtemp(prefix="mqstore-spark-bench-", dir=directory)
+    try:
+        written = build_journal(tmp, records, lambda n: None)
+        size = sum(os.path.getsize(os.path.join(tmp, "journal", f))
+                   for f in os.listdir(os.path.join(tmp, "journal")))
+        progress(f"journal written: {written:,} records")
+        t0 = time.perf_counter()
+        rows = plain_scan(tmp)
+        plain_s = time.perf_counter() - t0
+        progress(f"plain reader: {rows:,} rows")
+        spark = spark_session(master, "mqstore-bench")
+        try:
+            read_journal(spark, tmp, kinds=["ADDRESS_ADD"]).count()  # warm the workers
+            t0 = time.perf_counter()
+            got = read_journal(spark, tmp).groupBy("record_kind").count().collect()
+            spark_s = time.perf_counter() - t0
+        finally:
+            spark.stop()
+        assert sum(r["count"] for r in got) == rows, "Spark and the plain reader disagree"
+        return SparkFigures(written, rows, size, plain_s, spark_s)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

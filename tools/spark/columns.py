@@ -1,0 +1,367 @@
+"""Journal entries as columns: the one row builder of the Spark source and the plain reader.
+
+``EntryColumns`` turns frames (and damage) into column lists in the Spark schema's order, so a
+partition becomes a ``pyarrow.RecordBatch`` without a dict per row. It imports neither pyspark
+nor pyarrow: ``plain_scan`` uses it to count rows in a single process (the benchmark baseline
+and the tests' reference).
+
+Schema (``SCHEMA``; times are ms since the epoch)::
+
+    segment long, offset long, lsn long, record_kind string, transaction_id long,
+    message_id long, address string, queue string, durable boolean, timestamp long,
+    expiration long, scheduled_time long, delivery_count int, properties map<string,string>,
+    body_size int, body binary, crc_ok boolean, error string
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import struct
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
+
+import msgpack
+
+from journal.inspect import Damage, Frame
+from journal.segment import FrameInfo
+from recovery.schema import RecordKind
+
+SCHEMA = ("segment long, offset long, lsn long, record_kind string, transaction_id long, "
+          "message_id long, address string, queue string, durable boolean, timestamp long, "
+          "expiration long, scheduled_time long, delivery_count int, "
+          "properties map<string,string>, body_size int, body binary, crc_ok boolean, "
+          "error string")
+NAMES = [c.split()[0] for c in SCHEMA.split(", ")]
+KIND_NAMES = {int(k): k.name for k in RecordKind}
+MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.TX)
+_HEAD = struct.Struct("<IBBHQQQ").unpack_from
+_U32 = struct.Struct("<I").unpack_from
+
+
+class _At(NamedTuple):
+    """Offset and LSN of a record (what the row builders need of a frame)."""
+
+    offset: int
+    lsn: int
+
+
+class _Decoded(NamedTuple):
+    """A decoded record handed to the generic builder."""
+
+    offset: int
+    lsn: int
+    kind: int
+    payload: Any
+
+
+def _text(v: Any) -> str:
+    return v.hex() if isinstance(v, (bytes, bytearray)) else str(v)
+
+
+def _props(p: Any) -> Optional[Dict[str, str]]:
+    """Properties as a str -> str dict (the map column), or None."""
+    if not p:
+        return None
+    return {k if k.__class__ is str else str(k): v if v.__class__ is str else _text(v)
+            for k, v in p.items()}
+
+
+class EntryColumns:
+    """Column lists for entries of one partition.
+
+    Args:
+        queue_names: queue id -> name (built on the driver from QUEUE_ADD records).
+        with_body: fill the ``body`` column (else null; ``body_size`` is always set).
+        kinds: keep only entries of these kinds (``None``: all).
+        lsn_min, lsn_max: keep only frames with LSN in the range (damage rows always kept).
+    """
+
+    def __init__(self, queue_names: Mapping[int, str], with_body: bool = False,
+                 kinds: Optional[Sequence[str]] = None, lsn_min: Optional[int] = None,
+                 lsn_max: Optional[int] = None) -> None:
+        self.names = queue_names
+        self.with_body = with_body
+        self.kinds = set(kinds) if kinds else None
+        self.lsn_min = lsn_min
+        self.lsn_max = lsn_max
+        self.rows: List[tuple] = []
+        self._joined: Dict[tuple, str] = {}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def take(self) -> Dict[str, List[Any]]:
+        """The columns so far (transposed from rows); the builder starts empty again."""
+        rows, self.rows = self.rows, []
+        return {n: [r[i] for r in rows] for i, n in enumerate(NAMES)}
+
+    def _row(self, seg: int, off: int, lsn: Optional[int], kind: str, tx: Optional[int],
+             mid: Optional[int], addr: Optional[str], queue: Optional[str],
+             durable: Optional[bool], ts: Optional[int], exp: Optional[int],
+             dc: Optional[int], props: Any, size: Optional[int], body: Optional[bytes],
+             ok: bool, error: Optional[str]) -> None:
+        if self.kinds is not None and kind not in self.kinds and ok:
+            return
+        self.rows.append((seg, off, lsn, kind, tx, mid, addr, queue, durable, ts, exp, None, dc,
+                          props, size, body, ok, error))
+
+    def add(self, seg: int, item: Any) -> None:
+        """Add the entries of one scanned item (a ``Frame`` or a ``Damage``)."""
+        if isinstance(item, _Decoded):
+            info, p = item, item.payload
+            return self._add_payload(seg, info, info.kind, p)
+        if isinstance(item, Damage):
+            self._row(seg, item.offset, None, "DAMAGED", None, None, None, None, None, None,
+                      None, None, None, None, None, False,
+                      f"{item.reason} ({item.end - item.offset} bytes)")
+            return
+        info = item.info
+        if (self.lsn_min is not None and info.lsn < self.lsn_min) or \
+                (self.lsn_max is not None and info.lsn > self.lsn_max):
+            return
+        try:
+            p = msgpack.unpackb(item.payload, raw=False, strict_map_key=False)
+        except Exception as exc:  # noqa: BLE001 - any decoding failure is a damaged row
+            self._row(seg, info.offset, info.lsn, KIND_NAMES.get(info.kind, "UNKNOWN"), None,
+                      None, None, None, None, None, None, None, None, None, None, False,
+                      f"payload not decodable: {exc}")
+            return
+        self._add_payload(seg, info, info.kind, p)
+
+    def _add_payload(self, seg: int, info: Any, kind: int, p: Any) -> None:
+        if kind == RecordKind.MESSAGE:
+            self._message(seg, info, p, None)
+        elif kind == RecordKind.ACK:
+            self._ack(seg, info, p, None)
+        elif kind == RecordKind.TX:
+            tx = p.get("tx")
+            for m in p.get("msgs", ()):
+                self._message(seg, info, m, tx)
+            for a in p.get("acks", ()):
+                self._ack(seg, info, a, tx)
+        elif kind == RecordKind.DELIVERY:
+            self._row(seg, info.offset, info.lsn, "DELIVERY", None, p.get("m"), None,
+                      self._q(p.get("q")), None, None, None, p.get("n"), None, None, None, True,
+                      None)
+        else:
+            name = KIND_NAMES.get(kind, f"UNKNOWN({kind})")
+            queue = p.get("name") if kind in (RecordKind.QUEUE_ADD,) else (
+                self._q(p.get("id")) if kind in (RecordKind.QUEUE_DEL, RecordKind.QUEUE_UPDATE)
+                else None)
+            addr = p.get("addr") if kind == RecordKind.QUEUE_ADD else (
+                p.get("name") if kind == RecordKind.ADDRESS_ADD else p.get("match"))
+            props = _props(p.get("cfg") or p.get("settings")) if isinstance(p, dict) else None
+            self._row(seg, info.offset, info.lsn, name, None, None, addr, queue, None, None,
+                      None, None, props, None, None, True, None)
+
+    def scan(self, seg: int, buf: bytes, generation: int, first: int, stop: int, base: int = 0,
+             max_frame: int = 16 << 20) -> None:
+        """Add every entry of the frames starting in ``[first, stop)`` of ``buf`` (``buf[i]`` is
+        file offset ``base + i``): a fast loop for valid frames; at the first invalid one the
+        tolerant scanner takes over (damage rows, resynchronisation)."""
+        from journal.crc import crc32c
+        from journal.inspect import scan_buffer
+        head = _HEAD
+        u32 = _U32
+        unpack = msgpack.unpackb
+        view = memoryview(buf)
+        n = len(buf)
+        pos = first
+        last = 0
+        lo, hi = self.lsn_min, self.lsn_max
+        kinds = self.kinds
+        message, ack, other = self._message_fast, self._ack, self.add_decoded
+        while pos < stop:
+            if n - pos < 4:
+                break
+            flen = u32(buf, pos)[0]
+            if flen == 0:
+                if any(view[pos:n]):
+                    break  # damage after the end marker: the tolerant scanner reports it
+                return
+            if flen < 36 or flen > max_frame or n - pos < flen:
+                break
+            _l, kind, flags, res, lsn, gen, _s = head(buf, pos)
+            end = pos + flen
+            if kind == 0 or flags or res or gen != generation or lsn <= last or \
+                    crc32c(view[pos:end - 4]) != u32(buf, end - 4)[0]:
+                break
+            last = lsn
+            off = base + pos
+            pos = end
+            if (lo is not None and lsn < lo) or (hi is not None and lsn > hi):
+                continue
+            if kinds is not None and KIND_NAMES.get(kind) not in kinds and kind != TX:
+                continue
+            try:
+                p = unpack(view[off - base + 32:end - 4], raw=False, strict_map_key=False)
+            except Exception as exc:  # noqa: BLE001 - an undecodable payload is a damaged row
+                self._row(seg, off, lsn, KIND_NAMES.get(kind, "UNKNOWN"), None, None, None,
+                          None, None, None, None, None, None, None, None, False,
+                          f"payload not decodable: {exc}")
+                continue
+            if kind == MESSAGE:
+                message(seg, off, lsn, p, None)
+            elif kind == ACK:
+                ack(seg, _At(off, lsn), p, None)
+            else:
+                other(seg, off, lsn, kind, p)
+        else:
+            return
+        for item in scan_buffer(buf, generation, max_frame, pos, stop):
+            if isinstance(item, Frame):
+                info = item.info
+                item = Frame(FrameInfo(info.offset + base, info.frame_len, info.kind, info.lsn,
+                                       info.synced_lsn), item.payload)
+            else:
+                item = Damage(item.offset + base, item.end + base, item.reason)
+            self.add(seg, item)
+
+    def _message_fast(self, seg: int, off: int, lsn: int, m: Mapping[str, Any],
+                      tx: Optional[int]) -> None:
+        if self.kinds is not None and "MESSAGE" not in self.kinds:
+            return
+        body = m.get("body", b"")
+        qs = m.get("q", ())
+        key = tuple(qs)
+        queues = self._joined.get(key)
+        if queues is None:
+            queues = self._joined[key] = ",".join(self._q(q) or "" for q in qs)
+        props = m.get("props")
+        self.rows.append((seg, off, lsn, "MESSAGE", tx, m.get("mid"), m.get("addr"), queues,
+                          True, m.get("ts") or None, m.get("exp") or None, None, None,
+                          _props(props) if props else None, len(body),
+                          body if self.with_body else None, True, None))
+
+    def add_decoded(self, seg: int, off: int, lsn: int, kind: int, p: Any) -> None:
+        """Entries of a decoded record other than MESSAGE and ACK (TX expands)."""
+        if kind == TX:
+            tx = p.get("tx")
+            for m in p.get("msgs", ()):
+                self._message_fast(seg, off, lsn, m, tx)
+            at = _At(off, lsn)
+            for a in p.get("acks", ()):
+                self._ack(seg, at, a, tx)
+            return
+        self.add(seg, _Decoded(off, lsn, kind, p))
+
+    def _q(self, qid: Any) -> Optional[str]:
+        if qid is None:
+            return None
+        return self.names.get(qid) or f"#{qid}"
+
+    def _message(self, seg: int, info: Any, m: Mapping[str, Any], tx: Optional[int]) -> None:
+        body = m.get("body", b"")
+        queues = ",".join(self._q(q) or "" for q in m.get("q", ()))
+        self._row(seg, info.offset, info.lsn, "MESSAGE", tx, m.get("mid"), m.get("addr"),
+                  queues, True, m.get("ts") or None, m.get("exp") or None, None,
+                  _props(m.get("props")), len(body), body if self.with_body else None, True,
+                  None)
+
+    def _ack(self, seg: int, info: Any, a: Mapping[str, Any], tx: Optional[int]) -> None:
+        self._row(seg, info.offset, info.lsn, "ACK", tx, a.get("m"), None, self._q(a.get("q")),
+                  None, None, None, None, {"reason": str(a.get("r", ""))}, None, None, True,
+                  None)
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while rows are built: millions of fresh tuples and
+    dicts (none in a cycle) would otherwise trigger collections that cost a third of the
+    scan. The previous state is restored."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def plain_scan(directory: str, on_batch: Optional[Callable[[Dict[str, List[Any]]], None]] = None,
+               with_body: bool = False, batch: int = 65536) -> int:
+    """Read every entry of a store in one process, the way the Spark source does; return the
+    number of rows (the benchmark's baseline and the tests' reference)."""
+    names = queue_names_of(directory)
+    cols = EntryColumns(names, with_body)
+    rows = 0
+    with gc_paused():
+        rows = _plain(directory, cols, on_batch, batch)
+    return rows
+
+
+def _plain(directory: str, cols: "EntryColumns",
+           on_batch: Optional[Callable[[Dict[str, List[Any]]], None]], batch: int) -> int:
+    from tools.offline import MAX_FRAME, read_segment, segment_files
+    from journal.format import decode_segment_header
+    rows = 0
+    for f in segment_files(directory):
+        buf = read_segment(f.path)
+        header = decode_segment_header(buf)
+        if header is None:
+            cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
+            continue
+        cols.scan(f.sequence, buf, header.generation, 64, len(buf), 0, MAX_FRAME)
+        if len(cols) >= batch:
+            rows += len(cols)
+            out = cols.take()
+            if on_batch:
+                on_batch(out)
+    rows += len(cols)
+    if on_batch and len(cols):
+        on_batch(cols.take())
+    return rows
+
+
+def queue_names_of(directory: str) -> Dict[int, str]:
+    """Queue id -> name from every QUEUE_ADD record of a store (deleted queues included)."""
+    from tools.offline import read_segment, segment_files
+    names: Dict[int, str] = {}
+    for f in segment_files(directory):
+        names.update(queue_names_in(read_segment(f.path)))
+    return names
+
+
+def queue_names_in(buf: bytes, max_frame: int = 16 << 20) -> Dict[int, str]:
+    """Queue id -> name from the QUEUE_ADD records of one segment's bytes: a header-only walk
+    that decodes (and CRC-checks) QUEUE_ADD frames only; damage falls back to the tolerant
+    scanner."""
+    from journal.crc import crc32c
+    from journal.format import decode_segment_header
+    from journal.inspect import scan_buffer
+    header = decode_segment_header(buf)
+    if header is None:
+        return {}
+    names: Dict[int, str] = {}
+    view, n, pos = memoryview(buf), len(buf), 64
+    qadd = int(RecordKind.QUEUE_ADD)
+
+    def take(payload: bytes) -> None:
+        try:
+            p = msgpack.unpackb(payload, raw=False, strict_map_key=False)
+            names[int(p["id"])] = str(p["name"])
+        except Exception:  # noqa: BLE001 - a damaged record names nothing
+            pass
+
+    while n - pos >= 32:
+        flen, kind = _U32(buf, pos)[0], buf[pos + 4]
+        if flen == 0:
+            return names
+        if flen < 36 or flen > max_frame or pos + flen > n:
+            break
+        if kind == qadd:
+            if crc32c(view[pos:pos + flen - 4]) != _U32(buf, pos + flen - 4)[0]:
+                break
+            take(bytes(view[pos + 32:pos + flen - 4]))
+        pos += flen
+    else:
+        return names
+    for item in scan_buffer(buf, header.generation, max_frame, pos):
+        if isinstance(item, Frame) and item.info.kind == qadd:
+            take(item.payload)
+    return names
+
+
+def frames_of(items: Iterator[Any]) -> Iterator[Frame]:
+    """Only the frames of scanned items."""
+    return (i for i in items if isinstance(i, Frame))
