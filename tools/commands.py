@@ -121,7 +121,7 @@ def register(main: click.Group) -> None:
         """The queues of a store (qpid-config style), read-only."""
         from tools.offline import OfflineStore
         try:
-            with OfflineStore(directory) as store:
+            with err.status("reading the store..."), OfflineStore(directory) as store:
                 rows = store.queue_rows()
         except MqStoreError as exc:
             fail(exc)
@@ -149,7 +149,7 @@ def register(main: click.Group) -> None:
         """The addresses of a store, read-only."""
         from tools.offline import OfflineStore
         try:
-            with OfflineStore(directory) as store:
+            with err.status("reading the store..."), OfflineStore(directory) as store:
                 rows = store.address_rows()
         except MqStoreError as exc:
             fail(exc)
