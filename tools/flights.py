@@ -15,7 +15,7 @@ import os
 import zipfile
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Dict, List
+from typing import Dict, Iterator, List, Tuple
 
 from journal.errors import MqStoreError
 
@@ -45,21 +45,28 @@ def data_file(name: str) -> str:
     return os.path.join(list(spec.submodule_search_locations)[0], "data", name)
 
 
+def csv_records(text: str) -> Iterator[Tuple[str, Dict[str, str]]]:
+    """(line as shipped, its fields by column name) for every data line of a CSV text."""
+    lines = text.splitlines()
+    reader = csv.reader(lines)
+    header = next(reader)
+    for line, rec in zip(lines[1:], reader):
+        if rec:
+            yield line, dict(zip(header, rec))
+
+
+def hour_ms(time_hour: str) -> int:
+    """A ``time_hour`` column (``2013-01-01T10:00:00Z``) as ms since the epoch."""
+    return int(datetime.strptime(time_hour, "%Y-%m-%dT%H:%M:%SZ")
+               .replace(tzinfo=timezone.utc).timestamp() * 1000)
+
+
 def load_weather() -> List[Flight]:
     """The hourly weather at the three airports, in time order (``seq`` is the rank)."""
     with open(data_file("weather.csv"), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    reader = csv.reader(lines)
-    header = next(reader)
-    col = {name: i for i, name in enumerate(header)}
-    rows = []
-    for line, rec in zip(lines[1:], reader):
-        if not rec:
-            continue
-        hour = datetime.strptime(rec[col["time_hour"]], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=timezone.utc)
-        rows.append((int(hour.timestamp() * 1000), rec[col["origin"]], line,
-                     rec[col["time_hour"]]))
+        text = f.read()
+    rows = [(hour_ms(rec["time_hour"]), rec["origin"], line, rec["time_hour"])
+            for line, rec in csv_records(text)]
     rows.sort(key=lambda r: (r[0], r[1]))
     return [Flight(i, line.encode(), {"origin": origin, "time_hour": th, "seq": str(i)}, ts)
             for i, (ts, origin, line, th) in enumerate(rows)]
@@ -69,22 +76,13 @@ def load_flights(limit: int = 0) -> List[Flight]:
     """Every flight in scheduled-departure order (the first ``limit`` when > 0)."""
     with zipfile.ZipFile(data_file("flights.csv.zip")) as zf:
         raw = zf.read(zf.namelist()[0]).decode("utf-8")
-    lines = raw.splitlines()
-    reader = csv.reader(lines)
-    header = next(reader)
-    col = {name: i for i, name in enumerate(header)}
     rows = []
-    for line, rec in zip(lines[1:], reader):
-        if not rec:
-            continue
-        hour = datetime.strptime(rec[col["time_hour"]], "%Y-%m-%dT%H:%M:%SZ").replace(
-            tzinfo=timezone.utc)
-        ts = int(hour.timestamp() * 1000) + int(rec[col["minute"]] or 0) * 60_000
-        key = (int(rec[col["year"]]), int(rec[col["month"]]), int(rec[col["day"]]),
-               int(rec[col["sched_dep_time"]]))
-        props = {name: rec[col[name]] for name in ("carrier", "flight", "origin", "dest")}
-        if rec[col["tailnum"]] not in ("", "NA"):  # a flight with no plane carries no key
-            props["tailnum"] = rec[col["tailnum"]]
+    for line, rec in csv_records(raw):
+        ts = hour_ms(rec["time_hour"]) + int(rec["minute"] or 0) * 60_000
+        key = (int(rec["year"]), int(rec["month"]), int(rec["day"]), int(rec["sched_dep_time"]))
+        props = {name: rec[name] for name in ("carrier", "flight", "origin", "dest")}
+        if rec["tailnum"] not in ("", "NA"):  # a flight with no plane carries no key
+            props["tailnum"] = rec["tailnum"]
         rows.append((key, line, props, ts))
     rows.sort(key=lambda r: r[0])
     if limit:
