@@ -402,21 +402,23 @@ class Session:
             if not self.transacted:
                 raise IllegalStateError("rollback on a non-transacted session; use recover()")
             self._tx_sends = []
-            self._cancel_received()
+            ticket = self._cancel_received()
+        self.broker.wait(ticket)  # what the queues' policies decided is durable on return
 
     def recover(self) -> None:
         """Non-transacted sessions: return every unacked received message to its queue head
         (JMS ``Session.recover``)."""
         with self.broker.lock:
             self._check()
-            self._cancel_received()
+            ticket = self._cancel_received()
+        self.broker.wait(ticket)
 
-    def _cancel_received(self) -> None:
+    def _cancel_received(self) -> Optional[Ticket]:
         pending = [d for d in self.received.values() if d.state in ("delivered", "acked-in-tx")]
         for d in pending:
             object.__setattr__(d, "state", "rolled back")
             self._forget(d)
-        ops.cancel(self.broker, [d._ref for d in pending])
+        return ops.cancel(self.broker, [d._ref for d in pending])
 
     def _check(self) -> None:
         self.broker.check_open()
@@ -425,17 +427,20 @@ class Session:
 
     def close(self) -> None:
         """Roll back an open transaction, close every consumer. Safe to call twice."""
+        ticket = None
         with self.broker.lock:
             if self.closed:
                 return
             if self.transacted and self.broker._failure is None:
                 self._tx_sends = []
-                self._cancel_received()
+                ticket = self._cancel_received()
             for c in list(self.consumers):
                 c.close()
             self.closed = True
             if self in self.broker.sessions:
                 self.broker.sessions.remove(self)
+        if self.broker._failure is None:
+            self.broker.wait(ticket)
 
     def __enter__(self) -> "Session":
         return self

@@ -373,3 +373,30 @@ def test_expired_without_expiry_address_is_dropped_and_counted(tmp_path: Path) -
         assert b.queue_info("q").messages_expired == 1
     finally:
         b.close()
+
+
+def test_a_decision_made_by_a_rollback_is_durable_when_it_returns() -> None:
+    """Found by the model test: a rollback put a message back into a ring of size 0, the ring
+    evicted it, and a power cut right after brought it back because rollback() had not waited
+    for the eviction's record."""
+    from journal import SimulatedFileSystem
+    from recovery import MemoryIndex
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    b = Broker.open("/s", fs=fs, index=index, journal_options=OPTS, expiry_scan_ms=0)
+    b.create_address("r")
+    b.create_queue(QueueConfig("ring", "r", ring_size=3))
+    with b.session() as s:
+        s.send("r", Message("r1"))
+    t = b.session(transacted=True)
+    t.create_consumer("ring").receive(1)
+    b.set_ring_size("ring", 0)
+    t.rollback()  # r1 goes back to the head and is evicted at once
+    assert bodies(b, "ring") == []
+    crashed = Broker.open("/s", fs=fs.crash(keep=0), index=index.crash(__import__("random")
+                                                                       .Random(1)),
+                          journal_options=OPTS, expiry_scan_ms=0)
+    try:
+        assert bodies(crashed, "ring") == []
+    finally:
+        crashed.close()
+    b.close()
