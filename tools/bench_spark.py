@@ -29,6 +29,7 @@ class SparkFigures:
     bytes: int
     plain_s: float
     spark_s: float
+    spark_kinds_s: float = 0.0
 
     @property
     def plain_rate(self) -> float:
@@ -85,9 +86,14 @@ def run(records: int, master: str, directory: Optional[str],
             t0 = time.perf_counter()
             got = read_journal(spark, tmp).groupBy("record_kind").count().collect()
             spark_s = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            kinds = read_journal(spark, tmp, columns=["record_kind"]).groupBy(
+                "record_kind").count().collect()
+            kinds_s = time.perf_counter() - t0
         finally:
             spark.stop()
         assert sum(r["count"] for r in got) == rows, "Spark and the plain reader disagree"
-        return SparkFigures(written, rows, size, plain_s, spark_s)
+        assert sorted(map(tuple, kinds)) == sorted(map(tuple, got)), "projection changed rows"
+        return SparkFigures(written, rows, size, plain_s, spark_s, kinds_s)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -116,3 +116,10 @@ def test_report(spark, store: str, tmp_path: Path) -> None:
     assert "unacknowledged messages per queue" in page
     hours = spark.read.parquet(os.path.join(out, "messages_per_address_hour"))
     assert hours.groupBy().sum("count").collect()[0][0] == result.kinds["MESSAGE"]
+
+
+def test_header_only_projection_gives_the_same_counts(spark, store: str) -> None:
+    from tools.spark import read_journal
+    full = spark_counts(read_journal(spark, store))
+    narrow = spark_counts(read_journal(spark, store, columns=["record_kind", "lsn"]))
+    assert narrow == full

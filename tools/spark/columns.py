@@ -32,6 +32,7 @@ SCHEMA = ("segment long, offset long, lsn long, record_kind string, transaction_
           "properties map<string,string>, body_size int, body binary, crc_ok boolean, "
           "error string")
 NAMES = [c.split()[0] for c in SCHEMA.split(", ")]
+HEADER_COLUMNS = frozenset({"segment", "offset", "lsn", "record_kind", "crc_ok", "error"})
 KIND_NAMES = {int(k): k.name for k in RecordKind}
 MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.TX)
 _HEAD = struct.Struct("<IBBHQQQ").unpack_from
@@ -74,11 +75,14 @@ class EntryColumns:
         with_body: fill the ``body`` column (else null; ``body_size`` is always set).
         kinds: keep only entries of these kinds (``None``: all).
         lsn_min, lsn_max: keep only frames with LSN in the range (damage rows always kept).
+        header_only: only the frame-header columns are wanted (``HEADER_COLUMNS``): payloads
+            are not decoded, except TX records, which are one row per message and ack.
     """
 
     def __init__(self, queue_names: Mapping[int, str], with_body: bool = False,
                  kinds: Optional[Sequence[str]] = None, lsn_min: Optional[int] = None,
-                 lsn_max: Optional[int] = None) -> None:
+                 lsn_max: Optional[int] = None, header_only: bool = False) -> None:
+        self.header_only = header_only
         self.names = queue_names
         self.with_body = with_body
         self.kinds = set(kinds) if kinds else None
@@ -170,6 +174,7 @@ class EntryColumns:
         last = 0
         lo, hi = self.lsn_min, self.lsn_max
         kinds = self.kinds
+        header_only = self.header_only
         message, ack, other = self._message_fast, self._ack, self.add_decoded
         while pos < stop:
             if n - pos < 4:
@@ -192,6 +197,11 @@ class EntryColumns:
             if (lo is not None and lsn < lo) or (hi is not None and lsn > hi):
                 continue
             if kinds is not None and KIND_NAMES.get(kind) not in kinds and kind != TX:
+                continue
+            if header_only and kind != TX:
+                self.rows.append((seg, off, lsn, KIND_NAMES.get(kind, "UNKNOWN"), None, None,
+                                  None, None, None, None, None, None, None, None, None, None,
+                                  True, None))
                 continue
             try:
                 p = unpack(view[off - base + 32:end - 4], raw=False, strict_map_key=False)

@@ -183,8 +183,10 @@ def _reader_classes() -> Tuple[type, type]:
         def read(self, partition: Any) -> Iterator[Any]:
             partition = partition.value
             o = self.opts
+            from tools.spark.columns import HEADER_COLUMNS
             cols = EntryColumns(partition.names, o["body"] and "body" in self.wanted,
-                                o["kinds"], o["lsn_min"], o["lsn_max"])
+                                o["kinds"], o["lsn_min"], o["lsn_max"],
+                                header_only=set(self.wanted) <= HEADER_COLUMNS)
             from tools.spark.columns import gc_paused
             for split in partition.splits:
                 with gc_paused():
