@@ -101,6 +101,7 @@ def _phase1(directory: str, total: int, workers: int, batch: int, limit: int, ki
             killed = True
     child.wait()
     progress.update(task, description="phase 1: child killed (SIGKILL)")
+    progress.stop_task(task)  # its bar stays where the kill left it, its clock stops
     return tally
 
 
