@@ -72,16 +72,6 @@ def scan_buffer(buf: bytes, generation: int, max_frame: int, start: int = SEGMEN
         pos = nxt
 
 
-def first_frame_at_or_after(buf: bytes, generation: int, max_frame: int, offset: int) -> int:
-    """The offset of the first valid frame starting at or after ``offset`` (``len(buf)`` when
-    none): how a byte-range split finds its first record boundary."""
-    if offset <= SEGMENT_HEADER_SIZE:
-        return SEGMENT_HEADER_SIZE
-    for cand, _h in find_valid_frames(buf, generation, max_frame, offset - 1):
-        return cand
-    return len(buf)
-
-
 def scan_range(read_at: Callable[[int, int], bytes], size: int, generation: int, start: int,
                stop: int, max_frame: int) -> Iterator[Item]:
     """Yield the frames that start in ``[start, stop)`` of a segment of ``size`` bytes, and the

@@ -9,7 +9,7 @@ import os
 import shutil
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import click
 from rich.console import Console
@@ -57,6 +57,17 @@ def _body_text(body: Optional[bytes]) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError:
         return body[:32].hex() + ("..." if len(body) > 32 else "")
+
+
+def _listing(directory: str, rows_of: Any) -> List[Dict[str, Any]]:
+    """Rows read from the store opened read-only (exit 1 on an mqstore error)."""
+    from tools.offline import OfflineStore
+    try:
+        with err.status("reading the store..."), OfflineStore(directory) as store:
+            return rows_of(store)
+    except MqStoreError as exc:
+        fail(exc)
+        raise  # fail() exits; this line only satisfies the type checker
 
 
 def register(main: click.Group) -> None:
@@ -119,12 +130,7 @@ def register(main: click.Group) -> None:
     @JSON
     def queues(directory: str, as_json: bool) -> None:
         """The queues of a store (qpid-config style), read-only."""
-        from tools.offline import OfflineStore
-        try:
-            with err.status("reading the store..."), OfflineStore(directory) as store:
-                rows = store.queue_rows()
-        except MqStoreError as exc:
-            fail(exc)
+        rows = _listing(directory, lambda store: store.queue_rows())
         if as_json:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return
@@ -147,12 +153,7 @@ def register(main: click.Group) -> None:
     @JSON
     def addresses(directory: str, as_json: bool) -> None:
         """The addresses of a store, read-only."""
-        from tools.offline import OfflineStore
-        try:
-            with err.status("reading the store..."), OfflineStore(directory) as store:
-                rows = store.address_rows()
-        except MqStoreError as exc:
-            fail(exc)
+        rows = _listing(directory, lambda store: store.address_rows())
         if as_json:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return

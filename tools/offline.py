@@ -2,26 +2,22 @@
 
 ``OfflineStore`` opens a store read-only: the journal without lock, truncation or any write, the
 LMDB index read-only without its lock file, and recovery in memory. Nothing in the directory
-changes (tested by checksumming it). ``iter_entries`` reads segment files with the tolerant
-scanner, so damage shows up as rows instead of stopping the listing.
+changes (tested by checksumming it). ``iter_entries`` reads segment files with the Spark source's
+row builder and its tolerant scanner, so damage shows up as rows instead of stopping a listing.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from journal import JournalOptions, MqStoreError, OsFileSystem
 from journal.compaction import resolve_pending
 from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-from journal.inspect import Damage, scan_buffer
+from journal.inspect import Damage
 from journal.opening import list_segment_paths
-from journal.records import unpack_payload
-from journal.errors import InvalidRecordError
 from recovery import INDEX_DIR, JOURNAL_DIR, LmdbIndex, MemoryIndex, recover
-from recovery.entries import expand, names_from_image, queue_names
-from recovery.schema import RecordKind
 
 MAX_FRAME = 64 << 20
 
@@ -148,70 +144,27 @@ def read_segment(path: str) -> bytes:
 def iter_entries(directory: str, with_body: bool = False,
                  progress: Optional[Callable[[SegmentFile], None]] = None
                  ) -> Iterator[Dict[str, Any]]:
-    """Every entry of every segment, with ``segment``, ``offset``, ``lsn``, ``crc_ok`` and
-    ``error`` columns; damaged bytes and undecodable payloads become rows with
-    ``crc_ok=False``."""
+    """Every entry of every segment as a dict (the Spark source's columns); damaged bytes and
+    undecodable payloads become rows with ``crc_ok=False`` and ``error`` set."""
+    from tools.spark.columns import EntryColumns, gc_paused, queue_names_in
     files = segment_files(directory)
     names: Dict[int, str] = {}
     for f in files:  # first pass: queue names (also those of deleted queues)
-        for kind, payload in _frames(f):
-            if kind == RecordKind.QUEUE_ADD:
-                names.update(queue_names([(kind, payload)]))
+        names.update(queue_names_in(read_segment(f.path), MAX_FRAME))
+    cols = EntryColumns(names, with_body)
     for f in files:
         if progress:
             progress(f)
-        yield from entries_of_buffer(read_segment(f.path), f.sequence, names, with_body)
-
-
-def _frames(f: SegmentFile) -> Iterator[Tuple[int, Any]]:
-    buf = read_segment(f.path)
-    header = decode_segment_header(buf)
-    if header is None:
-        return
-    for item in scan_buffer(buf, header.generation, MAX_FRAME):
-        if not isinstance(item, Damage) and item.info.kind == RecordKind.QUEUE_ADD:
-            try:
-                yield item.info.kind, unpack_payload(item.payload)
-            except InvalidRecordError:
-                continue
-
-
-def entries_of_buffer(buf: bytes, seq: int, names: Dict[int, str], with_body: bool,
-                      start: int = SEGMENT_HEADER_SIZE, stop: Optional[int] = None
-                      ) -> Iterator[Dict[str, Any]]:
-    """The entry rows of one segment's bytes (frames starting in ``[start, stop)``)."""
-    header = decode_segment_header(buf)
-    if header is None:
-        yield _bad(seq, 0, "bad segment header")
-        return
-    for item in scan_buffer(buf, header.generation, MAX_FRAME, start, stop):
-        if isinstance(item, Damage):
-            yield _bad(seq, item.offset, f"{item.reason} ({item.end - item.offset} bytes)")
-            continue
-        info = item.info
-        try:
-            payload = unpack_payload(item.payload)
-        except InvalidRecordError as exc:
-            row = _bad(seq, info.offset, str(exc))
-            row["lsn"] = info.lsn
-            yield row
-            continue
-        for e in expand(info.kind, payload, names, with_body):
-            e.update(segment=seq, offset=info.offset, lsn=info.lsn, crc_ok=True, error=None)
-            yield e
-
-
-def _bad(seq: int, offset: int, error: str) -> Dict[str, Any]:
-    from recovery.entries import _blank
-    row = _blank()
-    row.update(segment=seq, offset=offset, lsn=None, crc_ok=False, error=error,
-               record_kind="DAMAGED")
-    return row
-
-
-def image_names(store: OfflineStore) -> Dict[int, str]:
-    """Queue id -> name of an open store."""
-    return names_from_image(store.image)
+        buf = read_segment(f.path)
+        header = decode_segment_header(buf)
+        with gc_paused():
+            if header is None:
+                cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
+            else:
+                cols.scan(f.sequence, buf, header.generation, SEGMENT_HEADER_SIZE, len(buf),
+                          0, MAX_FRAME)
+            rows = cols.take_rows()
+        yield from rows
 
 
 def matches(row: Dict[str, Any], kinds: Sequence[str], address: Optional[str],

@@ -94,6 +94,11 @@ class EntryColumns:
     def __len__(self) -> int:
         return len(self.rows)
 
+    def take_rows(self) -> List[Dict[str, Any]]:
+        """The rows so far as dicts (column name -> value); the builder starts empty again."""
+        rows, self.rows = self.rows, []
+        return [dict(zip(NAMES, r)) for r in rows]
+
     def take(self) -> Dict[str, List[Any]]:
         """The columns so far (transposed from rows); the builder starts empty again."""
         rows, self.rows = self.rows, []
@@ -261,12 +266,7 @@ class EntryColumns:
         return self.names.get(qid) or f"#{qid}"
 
     def _message(self, seg: int, info: Any, m: Mapping[str, Any], tx: Optional[int]) -> None:
-        body = m.get("body", b"")
-        queues = ",".join(self._q(q) or "" for q in m.get("q", ()))
-        self._row(seg, info.offset, info.lsn, "MESSAGE", tx, m.get("mid"), m.get("addr"),
-                  queues, True, m.get("ts") or None, m.get("exp") or None, None,
-                  _props(m.get("props")), len(body), body if self.with_body else None, True,
-                  None)
+        self._message_fast(seg, info.offset, info.lsn, m, tx)
 
     def _ack(self, seg: int, info: Any, a: Mapping[str, Any], tx: Optional[int]) -> None:
         self._row(seg, info.offset, info.lsn, "ACK", tx, a.get("m"), None, self._q(a.get("q")),
@@ -372,6 +372,3 @@ def queue_names_in(buf: bytes, max_frame: int = 16 << 20) -> Dict[int, str]:
     return names
 
 
-def frames_of(items: Iterator[Any]) -> Iterator[Frame]:
-    """Only the frames of scanned items."""
-    return (i for i in items if isinstance(i, Frame))
