@@ -194,8 +194,3 @@ def check_queue_config(config: QueueConfig) -> None:
         raise ValueError("ring_size is -1 (no limit) or >= 0")
     if config.last_value_key is not None and not config.last_value_key:
         raise ValueError("last_value_key is a non-empty property name")
-
-
-def optional_int(value: Optional[int]) -> int:
-    """``value`` or 0."""
-    return int(value or 0)

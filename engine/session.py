@@ -135,10 +135,6 @@ class Consumer:
                 self.waiting.remove(waiter)
             return waiter.got
 
-    def credit_returned(self) -> None:
-        """An ack freed credit: serve this consumer's waiter if messages are ready."""
-        ops.serve_waiters(self.session.broker, self.queue)
-
     def receive_many(self, max_messages: int, timeout: Optional[float] = None
                      ) -> List[Delivery]:
         """Wait up to ``timeout`` seconds for one message, then take up to ``max_messages``

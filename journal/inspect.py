@@ -2,19 +2,16 @@
 
 Recovery refuses corruption; inspection must show it. ``scan_buffer`` walks frames like the
 recovery scan, but on a damaged frame it yields a ``Damage`` item (offset, reason) and resumes
-at the next valid frame, found by searching the segment's generation id. ``scan_file`` does this
-for a byte range of a segment file, read through any file-like ``read_at`` function (the local
-file system, or a ``pyarrow.fs`` file on a cluster), so a large segment can be split into ranges
-at record boundaries: a range owns the frames that *start* inside it.
+at the next valid frame, found by searching the segment's generation id. The offline tools and
+the Spark source (``tools.spark.columns``) fall back to it at the first invalid frame.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Union
+from typing import Iterator, Optional, Union
 
-from journal.format import (FRAME_HEADER_SIZE, SEGMENT_HEADER_SIZE, SegmentHeader,
-                            decode_segment_header)
+from journal.format import (FRAME_HEADER_SIZE, SEGMENT_HEADER_SIZE)
 from journal.segment import (NEED_MORE, ZERO_END, FrameInfo, decode_run, find_valid_frames,
                              last_nonzero)
 
@@ -37,11 +34,6 @@ class Damage:
 
 
 Item = Union[Frame, Damage]
-
-
-def read_header(read_at: Callable[[int, int], bytes]) -> Optional[SegmentHeader]:
-    """The segment header, or ``None`` when it is damaged."""
-    return decode_segment_header(read_at(0, SEGMENT_HEADER_SIZE))
 
 
 def scan_buffer(buf: bytes, generation: int, max_frame: int, start: int = SEGMENT_HEADER_SIZE,
@@ -70,27 +62,3 @@ def scan_buffer(buf: bytes, generation: int, max_frame: int, start: int = SEGMEN
         if nxt is None:
             return
         pos = nxt
-
-
-def scan_range(read_at: Callable[[int, int], bytes], size: int, generation: int, start: int,
-               stop: int, max_frame: int) -> Iterator[Item]:
-    """Yield the frames that start in ``[start, stop)`` of a segment of ``size`` bytes, and the
-    damage met, reading only ``[start, stop + max_frame)``. A ``start`` inside a frame moves to
-    the next valid frame (how byte-range splits of one segment share it out)."""
-    stop = min(stop, size)
-    if start >= stop:
-        return
-    end = min(size, stop + max_frame)
-    if start <= SEGMENT_HEADER_SIZE:
-        base, buf, first = 0, read_at(0, end), SEGMENT_HEADER_SIZE
-    else:
-        base, buf = start, read_at(start, end - start)
-        first = next((o for o, _h in find_valid_frames(buf, generation, max_frame, -1)),
-                     len(buf))
-    for item in scan_buffer(buf, generation, max_frame, first, stop - base):
-        if isinstance(item, Frame):
-            info = item.info
-            yield Frame(FrameInfo(info.offset + base, info.frame_len, info.kind, info.lsn,
-                                  info.synced_lsn), item.payload)
-        else:
-            yield Damage(item.offset + base, item.end + base, item.reason)

@@ -281,10 +281,6 @@ class StoreImage:
         sink.mark_dead_after(location, [queue.location])
 
     # -- queries and maintenance --------------------------------------------------------------
-    def queue_by_name(self, name: str) -> Optional[QueueImage]:
-        """The queue called ``name``, or ``None``."""
-        return next((q for q in self.queues.values() if q.name == name), None)
-
     def live_locations(self) -> List[Location]:
         """Every location the image refers to (for checking them against the journal)."""
         locs = [a.location for a in self.addresses.values()]

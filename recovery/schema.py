@@ -107,14 +107,6 @@ def queue_update(qid: int, config: Mapping[str, Any]) -> Dict[str, Any]:
     return {"id": qid, "cfg": dict(config)}
 
 
-def kind_name(kind: int) -> str:
-    """The name of a record kind, or ``unknown(N)``."""
-    try:
-        return RecordKind(kind).name
-    except ValueError:
-        return f"unknown({kind})"
-
-
 def field(payload: Mapping[str, Any], key: str, default: Optional[Any] = None) -> Any:
     """A payload field, or ``default`` when absent (older or newer writers)."""
     return payload.get(key, default)
