@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, List, Optional, Sequence, Tuple
 
 from journal.crc import crc32c
 
@@ -135,6 +135,33 @@ def encode_frame(kind: int, lsn: int, generation: int, synced_lsn: int, payload:
     body = FRAME_HEADER.pack(len(payload) + FRAME_OVERHEAD, kind, 0, 0, lsn, generation,
                              synced_lsn) + payload
     return body + _U32.pack(crc32c(body))
+
+
+def encode_run(buf: bytearray, records: Sequence[Tuple[int, bytes]], index: int, lsn: int,
+               generation: int, synced_lsn: int, offset: int, limit: int, sequence: int,
+               locations: List[Any], location_type: Any) -> int:
+    """Encode ``records[index:]`` (kind, packed payload) as consecutive frames (the same bytes
+    as ``encode_frame``) into ``buf``, the first at file ``offset`` with LSN ``lsn``, while the
+    next frame ends at or before ``limit``; append a ``location_type(sequence, offset, length)``
+    to ``locations`` for each. Returns the index of the first record not encoded (one batch of
+    many small records costs one call, not one per record)."""
+    head, u32, crc = FRAME_HEADER.pack, _U32.pack, crc32c
+    new = tuple.__new__
+    end = len(records)
+    while index < end:
+        kind, payload = records[index]
+        flen = len(payload) + FRAME_OVERHEAD
+        if offset + flen > limit:
+            break
+        h = head(flen, kind, 0, 0, lsn, generation, synced_lsn)
+        buf += h
+        buf += payload
+        buf += u32(crc(payload, crc(h)))
+        locations.append(new(location_type, (sequence, offset, flen)))
+        offset += flen
+        lsn += 1
+        index += 1
+    return index
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from asyncio import CancelledError, get_running_loop
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 
@@ -27,7 +28,8 @@ from journal.liveness import Liveness
 from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
 from journal.records import Record, iter_segment_records
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
-from journal.tickets import Batch, Ticket
+from journal.staging import AsyncStager, place_records
+from journal.tickets import Batch, Ticket, collateral_cancel
 from journal.writer import GroupCommitWriter, new_generation
 
 LOCK_FILE = "journal.lock"
@@ -59,6 +61,8 @@ class Journal:
         self._writer: Optional[GroupCommitWriter] = None
         self._active: SegmentInfo
         self.liveness = Liveness(self)
+        self._stager = AsyncStager(self)
+        self._stages = self._stager.stages
         self.report: OpenReport
 
     # -- opening -----------------------------------------------------------------------------
@@ -176,6 +180,7 @@ class Journal:
                                  encode_frame(kind, lsn, seg.generation, self._durable_lsn,
                                               data)))
             batch.nbytes += flen
+            batch.count += 1
             batch.last_lsn = lsn
             seg.end = off + flen
             seg.count += 1
@@ -212,31 +217,49 @@ class Journal:
         for _kind, data in encoded:
             if len(data) + FRAME_OVERHEAD > self._max_frame:
                 raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
-        with self._lock:
-            self._admit()
-            batch = self._open
-            locations: List[Location] = []
-            lsn = self._next_lsn
-            for kind, data in encoded:
-                flen = len(data) + FRAME_OVERHEAD
-                seg = self._active
-                if seg.end + flen > self._options.segment_size:
-                    seg = self._roll()
-                batch.frames.append((seg.sequence, seg.end,
-                                     encode_frame(kind, lsn, seg.generation, self._durable_lsn,
-                                                  data)))
-                locations.append(Location(seg.sequence, seg.end, flen))
-                seg.end += flen
-                seg.count += 1
-                seg.total_bytes += flen
-                seg.last_lsn = lsn
-                batch.nbytes += flen
-                lsn += 1
-            self._next_lsn = lsn
-            batch.last_lsn = lsn - 1
-            if self._writer_idle:
-                self._wake_writer()
-        return Ticket(lsn - 1, locations, batch, self)
+        locations, batch = place_records(self, encoded, wake=True)
+        return Ticket(batch.last_lsn, locations, batch, self)
+
+    async def append_async(self, kind: int, payload: Any) -> Location:
+        """Append one record from asyncio and wait until it is durable (policy ``sync``: after
+        the fdatasync covering it; ``async``: after the write).
+
+        The records appended by the tasks of one event-loop iteration are placed together
+        (``journal.staging``): one lock, one shared future and one writer wake-up for all of
+        them. LSNs follow call order within a loop.
+
+        Args:
+            kind: record kind, 1..255. payload: any msgpack-serialisable value.
+
+        Returns:
+            The record's ``Location`` (segment, offset, length in bytes).
+
+        Raises:
+            InvalidRecordError, RecordTooLargeError: at once, nothing staged.
+            JournalFailedError: the write or fsync covering the record failed (it is not
+                durable and never will be reported so). JournalClosedError, ReadOnlyError.
+            CancelledError: the task was cancelled; it takes effect once the record's batch
+                completes (the record stays appended: an append cannot be taken back).
+        """
+        if kind.__class__ is not int or not 0 < kind < 256:
+            check_kind(kind)
+        data = pack(payload)
+        if len(data) + FRAME_OVERHEAD > self._max_frame:
+            raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
+        if not self._writable:
+            self._check_writable()
+        loop = get_running_loop()
+        stage = self._stages.get(loop) or self._stager.open(loop)
+        records = stage.records
+        index = len(records)
+        records.append((kind, data))
+        try:
+            await stage.future
+        except CancelledError:
+            if not collateral_cancel():
+                raise
+            await self._stager.rewait(stage)
+        return stage.locations[index]
 
     def _before_wait(self, batch: Batch) -> None:
         """A thread is about to wait for ``batch``: flush it here when nobody is flushing

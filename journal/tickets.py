@@ -3,7 +3,13 @@
 Every append joins the currently open ``Batch``; the group-commit writer takes the whole batch,
 writes it with one write and one fdatasync per segment, then completes it. Threads wait on the
 batch's own ``threading.Event`` (so a flush wakes exactly the waiters of that batch), and asyncio
-tasks await one future per event loop per batch, resolved with one ``call_soon_threadsafe``.
+tasks await futures shared by every task of one event loop (one per batch, or one per loop
+iteration for ``Journal.append_async``), resolved with one ``call_soon_threadsafe`` per loop.
+
+Cancelling one waiting task cancels the future it shares with the others; those others see a
+``CancelledError`` while they are not being cancelled themselves (``Task.cancelling() == 0``)
+and wait again on a fresh future (``wait_shared``), so only the cancelled task stops waiting.
+Its record stays appended either way: an append cannot be taken back.
 """
 
 from __future__ import annotations
@@ -20,21 +26,26 @@ class Batch:
     """Records that are written and synced together (internal to the journal).
 
     Attributes:
-        frames: (segment sequence, offset, frame bytes) in LSN order.
+        frames: (segment sequence, offset, bytes of one or more consecutive frames) in LSN
+            order.
+        count: number of records.
         nbytes: total frame bytes.
         last_lsn: LSN of the newest record in the batch.
     """
 
-    __slots__ = ("frames", "nbytes", "last_lsn", "_event", "_error", "_lock", "_loops")
+    __slots__ = ("frames", "count", "nbytes", "last_lsn", "_event", "_error", "_lock", "_loops",
+                 "_attached")
 
     def __init__(self) -> None:
         self.frames: List[Tuple[int, int, bytes]] = []
+        self.count = 0
         self.nbytes = 0
         self.last_lsn = 0
         self._event = threading.Event()
         self._error: Optional[BaseException] = None
         self._lock = threading.Lock()
         self._loops: Dict[asyncio.AbstractEventLoop, "asyncio.Future[None]"] = {}
+        self._attached: List["asyncio.Future[None]"] = []
 
     def done(self) -> bool:
         """Whether the batch is complete (durable, or failed)."""
@@ -46,9 +57,13 @@ class Batch:
             self._error = error
             self._event.set()
             loops, self._loops = self._loops, {}
-        for loop, fut in loops.items():
+            attached, self._attached = self._attached, []
+        by_loop: Dict[asyncio.AbstractEventLoop, List["asyncio.Future[None]"]] = {}
+        for fut in list(loops.values()) + attached:
+            by_loop.setdefault(fut.get_loop(), []).append(fut)
+        for loop, futs in by_loop.items():
             try:
-                loop.call_soon_threadsafe(_resolve, fut, error)
+                loop.call_soon_threadsafe(_resolve_all, futs, error)
             except RuntimeError:  # the loop was closed; nobody waits there any more
                 pass
 
@@ -71,12 +86,20 @@ class Batch:
         with self._lock:
             if not self._event.is_set():
                 fut = self._loops.get(loop)
-                if fut is None:
+                if fut is None or fut.cancelled():
                     fut = self._loops[loop] = loop.create_future()
                 return fut
         fut = loop.create_future()
         _resolve(fut, self._error)
         return fut
+
+    def attach(self, fut: "asyncio.Future[None]") -> None:
+        """Resolve ``fut`` (of the running loop) when the batch completes: at once if it has."""
+        with self._lock:
+            if not self._event.is_set():
+                self._attached.append(fut)
+                return
+        _resolve(fut, self._error)
 
 
 def _resolve(fut: "asyncio.Future[None]", error: Optional[BaseException]) -> None:
@@ -86,6 +109,11 @@ def _resolve(fut: "asyncio.Future[None]", error: Optional[BaseException]) -> Non
         fut.set_result(None)
     else:
         fut.set_exception(JournalFailedError(error))
+
+
+def _resolve_all(futs: List["asyncio.Future[None]"], error: Optional[BaseException]) -> None:
+    for fut in futs:
+        _resolve(fut, error)
 
 
 class Ticket:
@@ -137,4 +165,17 @@ class Ticket:
         batch = self._batch
         if not batch.done() and self._journal is not None:
             self._journal._kick()
-        return batch.future().__await__()
+        while True:
+            try:
+                return (yield from batch.future().__await__())
+            except asyncio.CancelledError:
+                if not collateral_cancel():
+                    raise
+
+
+def collateral_cancel() -> bool:
+    """Whether a ``CancelledError`` just caught while awaiting a shared future hit a task that
+    nobody cancelled (another task's cancellation cancelled the shared future): it should
+    wait again."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() == 0

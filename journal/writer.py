@@ -176,7 +176,7 @@ class GroupCommitWriter:
             return
         self._j._mark_durable(batch.last_lsn)
         self.batches += 1
-        self.records += len(batch.frames)
+        self.records += batch.count
         batch.complete()
 
     def flush(self, batch: Batch) -> None:

@@ -134,14 +134,14 @@ def journal_threads(directory: str, threads: int, seconds: float) -> Figure:
 
 
 def journal_tasks(directory: str, tasks: int, seconds: float) -> Figure:
-    """Durable appends (``await journal.append(...)``) from ``tasks`` asyncio tasks."""
+    """Durable appends (``await journal.append_async(...)``) from ``tasks`` asyncio tasks."""
     j = _fresh(directory, f"tasks{tasks}")
     latencies: List[List[float]] = [[] for _ in range(tasks)]
 
     async def work(mine: List[float], stop: float) -> None:
         while time.perf_counter() < stop:
             t0 = time.perf_counter()
-            await j.append(1, PAYLOAD)
+            await j.append_async(1, PAYLOAD)
             mine.append(time.perf_counter() - t0)
 
     async def main() -> None:
