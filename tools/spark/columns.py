@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import gc
 import struct
-from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple)
 
 import msgpack
 
@@ -35,6 +36,13 @@ NAMES = [c.split()[0] for c in SCHEMA.split(", ")]
 HEADER_COLUMNS = frozenset({"segment", "offset", "lsn", "record_kind", "crc_ok", "error"})
 KIND_NAMES = {int(k): k.name for k in RecordKind}
 MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.TX)
+KIND_TUPLE = tuple(KIND_NAMES.get(k, "UNKNOWN") for k in range(256))
+
+try:  # the compiled scan (setup.py builds it; optional): same rows, about 10x faster
+    from tools.spark._scan import kind_offsets as _kind_offsets
+    from tools.spark._scan import scan as _compiled_scan
+except ImportError:  # pragma: no cover - exercised only where the extension was not built
+    _compiled_scan = _kind_offsets = None
 _HEAD = struct.Struct("<IBBHQQQ").unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
@@ -59,12 +67,13 @@ def _text(v: Any) -> str:
     return v.hex() if isinstance(v, (bytes, bytearray)) else str(v)
 
 
-def _props(p: Any) -> Optional[Dict[str, str]]:
-    """Properties as a str -> str dict (the map column), or None."""
+def _props(p: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
+    """Properties as (str, str) pairs (the map column's row form: Arrow converts pairs about
+    6x faster than dicts), or None."""
     if not p:
         return None
-    return {k if k.__class__ is str else str(k): v if v.__class__ is str else _text(v)
-            for k, v in p.items()}
+    return tuple({k if k.__class__ is str else str(k): v if v.__class__ is str else _text(v)
+                  for k, v in p.items()}.items())
 
 
 class EntryColumns:
@@ -81,7 +90,8 @@ class EntryColumns:
 
     def __init__(self, queue_names: Mapping[int, str], with_body: bool = False,
                  kinds: Optional[Sequence[str]] = None, lsn_min: Optional[int] = None,
-                 lsn_max: Optional[int] = None, header_only: bool = False) -> None:
+                 lsn_max: Optional[int] = None, header_only: bool = False,
+                 compiled: bool = True) -> None:
         self.header_only = header_only
         self.names = queue_names
         self.with_body = with_body
@@ -90,6 +100,13 @@ class EntryColumns:
         self.lsn_max = lsn_max
         self.rows: List[tuple] = []
         self._joined: Dict[tuple, str] = {}
+        want = (lambda k: self.kinds is None or k in self.kinds)
+        # the compiled scan (when built, and not for header-only scans: Python's is fast there)
+        self._fast = _compiled_scan if compiled and not header_only else None
+        self._ctx = ({int(k): str(v) for k, v in queue_names.items()}, {}, KIND_TUPLE,
+                     with_body, want("MESSAGE"), want("ACK"), want("DELIVERY"),
+                     -1 if lsn_min is None else lsn_min, -1 if lsn_max is None else lsn_max,
+                     header_only)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -97,12 +114,20 @@ class EntryColumns:
     def take_rows(self) -> List[Dict[str, Any]]:
         """The rows so far as dicts (column name -> value); the builder starts empty again."""
         rows, self.rows = self.rows, []
-        return [dict(zip(NAMES, r)) for r in rows]
+        out = [dict(zip(NAMES, r)) for r in rows]
+        for row in out:
+            if row["properties"] is not None:
+                row["properties"] = dict(row["properties"])
+        return out
 
     def take(self) -> Dict[str, List[Any]]:
         """The columns so far (transposed from rows); the builder starts empty again."""
         rows, self.rows = self.rows, []
-        return {n: [r[i] for r in rows] for i, n in enumerate(NAMES)}
+        cols: List[List[Any]] = [[] for _ in NAMES]
+        for i in range(0, len(rows), 8192):  # transposed in cache-sized chunks (3x faster)
+            for col, part in zip(cols, zip(*rows[i:i + 8192])):
+                col.extend(part)
+        return dict(zip(NAMES, cols))
 
     def _row(self, seg: int, off: int, lsn: Optional[int], kind: str, tx: Optional[int],
              mid: Optional[int], addr: Optional[str], queue: Optional[str],
@@ -166,7 +191,8 @@ class EntryColumns:
     def scan(self, seg: int, buf: bytes, generation: int, first: int, stop: int, base: int = 0,
              max_frame: int = 16 << 20) -> None:
         """Add every entry of the frames starting in ``[first, stop)`` of ``buf`` (``buf[i]`` is
-        file offset ``base + i``): a fast loop for valid frames; at the first invalid one the
+        file offset ``base + i``): a fast loop for valid frames (the compiled scan when built,
+        handing this loop any frame it does not decode itself); at the first invalid one the
         tolerant scanner takes over (damage rows, resynchronisation)."""
         from journal.crc import crc32c
         from journal.inspect import scan_buffer
@@ -181,7 +207,15 @@ class EntryColumns:
         kinds = self.kinds
         header_only = self.header_only
         message, ack, other = self._message_fast, self._ack, self.add_decoded
+        fast, ctx, rows = self._fast, self._ctx, self.rows
         while pos < stop:
+            if fast is not None:
+                pos, status, last = fast(rows, buf, pos, stop, generation, max_frame, seg, base,
+                                         last, ctx)
+                if status == 0 or status == 3:
+                    return
+                if status == 2:
+                    break
             if n - pos < 4:
                 break
             flen = u32(buf, pos)[0]
@@ -270,8 +304,8 @@ class EntryColumns:
 
     def _ack(self, seg: int, info: Any, a: Mapping[str, Any], tx: Optional[int]) -> None:
         self._row(seg, info.offset, info.lsn, "ACK", tx, a.get("m"), None, self._q(a.get("q")),
-                  None, None, None, None, {"reason": str(a.get("r", ""))}, None, None, True,
-                  None)
+                  None, None, None, None, (("reason", str(a.get("r", ""))),), None, None,
+                  True, None)
 
 
 @contextlib.contextmanager
@@ -332,7 +366,8 @@ def queue_names_of(directory: str) -> Dict[int, str]:
     return names
 
 
-def queue_names_in(buf: bytes, max_frame: int = 16 << 20) -> Dict[int, str]:
+def queue_names_in(buf: bytes, max_frame: int = 16 << 20, compiled: bool = True
+                   ) -> Dict[int, str]:
     """Queue id -> name from the QUEUE_ADD records of one segment's bytes: a header-only walk
     that decodes (and CRC-checks) QUEUE_ADD frames only; damage falls back to the tolerant
     scanner."""
@@ -353,19 +388,26 @@ def queue_names_in(buf: bytes, max_frame: int = 16 << 20) -> Dict[int, str]:
         except Exception:  # noqa: BLE001 - a damaged record names nothing
             pass
 
-    while n - pos >= 32:
-        flen, kind = _U32(buf, pos)[0], buf[pos + 4]
-        if flen == 0:
+    if compiled and _kind_offsets is not None:
+        pos, status, offsets = _kind_offsets(buf, pos, max_frame, qadd)
+        for off in offsets:
+            take(bytes(view[off + 32:off + _U32(buf, off)[0] - 4]))
+        if status == 0:
             return names
-        if flen < 36 or flen > max_frame or pos + flen > n:
-            break
-        if kind == qadd:
-            if crc32c(view[pos:pos + flen - 4]) != _U32(buf, pos + flen - 4)[0]:
-                break
-            take(bytes(view[pos + 32:pos + flen - 4]))
-        pos += flen
     else:
-        return names
+        while n - pos >= 32:
+            flen, kind = _U32(buf, pos)[0], buf[pos + 4]
+            if flen == 0:
+                return names
+            if flen < 36 or flen > max_frame or pos + flen > n:
+                break
+            if kind == qadd:
+                if crc32c(view[pos:pos + flen - 4]) != _U32(buf, pos + flen - 4)[0]:
+                    break
+                take(bytes(view[pos + 32:pos + flen - 4]))
+            pos += flen
+        else:
+            return names
     for item in scan_buffer(buf, header.generation, max_frame, pos):
         if isinstance(item, Frame) and item.info.kind == qadd:
             take(item.payload)

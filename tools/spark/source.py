@@ -9,8 +9,9 @@ with ``crc_ok = false`` and ``error`` set, and reading resumes at the next valid
 
 Options (all optional): ``body`` ("true" fills the body column), ``kinds`` (comma-separated
 entry kinds), ``lsn_min``/``lsn_max``, ``segments`` (comma-separated sequence numbers),
-``split_bytes`` (largest byte range per partition, default 64 MiB), ``group_bytes`` (small
-segments are grouped up to this, default 64 MiB), ``pushdown`` ("true"/"false").
+``split_bytes`` (largest byte range per partition, default 16 MiB: a few partitions per core
+keep the cores busy to the end), ``group_bytes`` (small segments are grouped up to this,
+default 16 MiB), ``pushdown`` ("true"/"false").
 
 Filter pushdown: with ``spark.sql.python.filterPushdown.enabled`` on when ``register`` is
 called (or option ``pushdown=true``), filters on ``record_kind``, ``lsn`` and ``segment`` prune
@@ -28,7 +29,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tools.spark.columns import NAMES, SCHEMA, EntryColumns
 
-DEFAULT_SPLIT = 64 << 20
+DEFAULT_SPLIT = 16 << 20
 BATCH_ROWS = 65536
 MAX_FRAME = 16 << 20
 
