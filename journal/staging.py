@@ -44,10 +44,9 @@ class LoopStage:
         batch: the batch the records were placed in (``None`` before placement).
     """
 
-    __slots__ = ("records", "future", "locations", "batch", "placed")
+    __slots__ = ("records", "future", "locations", "batch")
 
     def __init__(self, future: "asyncio.Future[None]") -> None:
-        self.placed = False
         self.records: List[Tuple[int, bytes]] = []
         self.future = future
         self.locations: List[Location] = []
@@ -94,19 +93,12 @@ class AsyncStager:
                     raise
 
     def _place(self, loop: asyncio.AbstractEventLoop, stage: LoopStage) -> None:
-        if stage.placed:
-            return
-        stage.placed = True
-        if self.stages.get(loop) is stage:
-            del self.stages[loop]
-        error: Optional[BaseException] = None
+        del self.stages[loop]
         try:
             stage.locations, batch = place_records(self._journal, stage.records, wake=True)
         except JournalError as exc:
-            error = exc
-        if error is not None:
             if not stage.future.done():
-                stage.future.set_exception(error)
+                stage.future.set_exception(exc)
             return
         stage.batch = batch
         batch.attach(stage.future)

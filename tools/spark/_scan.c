@@ -13,7 +13,7 @@
  *   or a payload shape this code does not know);  2: an invalid frame at pos (Python's
  *   tolerant scanner takes over);  3: the zero end marker with only zeros after it (done).
  * ctx = (names: dict int->str, joined: dict bytes->str, kind_names: tuple of 256 str,
- *        with_body, want_message, want_ack, want_delivery, lsn_min, lsn_max, header_only)
+ *        with_body, want_message, want_ack, want_delivery, lsn_min, lsn_max)
  * with lsn_min/lsn_max -1 when unset.
  */
 #define PY_SSIZE_T_CLEAN
@@ -211,6 +211,22 @@ static int skip(Rd *r, int depth) {
     return 1;
 }
 
+/* One entry of a map: its key in *k (a scalar), its value's bytes in *span, and the value in
+ * *v when it is a scalar. Returns 0 when malformed, 1 for a scalar value, 2 for a container. */
+static int entry(Rd *r, Val *k, Val *v, Rd *span) {
+    if (!rd(r, k) || k->type == T_ARR || k->type == T_MAP) return 0;
+    span->p = r->p;
+    if (!rd(r, v)) return 0;
+    if (v->type == T_ARR || v->type == T_MAP) {
+        r->p = span->p;  /* back over the container's head, then skip it whole */
+        if (!skip(r, 0)) return 0;
+        span->end = r->p;
+        return 2;
+    }
+    span->end = r->p;
+    return 1;
+}
+
 static int key_is(const Val *k, const char *name) {
     size_t n = strlen(name);
     return k->type == T_STR && k->n == n && memcmp(k->s, name, n) == 0;
@@ -303,28 +319,14 @@ static int push_row(Ctx *c, PyObject *off, PyObject *lsn, int kind, PyObject *tx
 static int message(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject *tx) {
     Val m, k, v, mid = {0}, addr = {0}, ts = {0}, exp = {0}, body = {0};
     int has_mid = 0, has_addr = 0, has_ts = 0, has_exp = 0, has_body = 0, has_props = 0, has_q = 0;
-    const uint8_t *q_start = NULL, *q_end = NULL;
-    Rd props_r = {0};
+    Rd q_span = {0}, props_r = {0}, span;
     if (!rd(r, &m) || m.type != T_MAP) return 1;
     for (uint32_t i = 0; i < m.n; i++) {
-        if (!rd(r, &k)) return 1;
-        if (k.type == T_ARR || k.type == T_MAP) return 1;
-        const uint8_t *vstart = r->p;
-        if (key_is(&k, "q")) {
-            if (!skip(r, 0)) return 1;
-            has_q = 1; q_start = vstart; q_end = r->p;
-            continue;
-        }
-        if (key_is(&k, "props")) {
-            if (!skip(r, 0)) return 1;
-            has_props = 1; props_r.p = vstart; props_r.end = r->p;
-            continue;
-        }
-        if (!rd(r, &v)) return 1;
-        if (v.type == T_ARR || v.type == T_MAP) {
-            /* rewind over the container head, then skip it whole */
-            r->p = vstart;
-            if (!skip(r, 0)) return 1;
+        int e = entry(r, &k, &v, &span);
+        if (!e) return 1;
+        if (key_is(&k, "q")) { has_q = 1; q_span = span; continue; }
+        if (key_is(&k, "props")) { has_props = 1; props_r = span; continue; }
+        if (e == 2) {
             if (key_is(&k, "mid") || key_is(&k, "addr") || key_is(&k, "ts") ||
                 key_is(&k, "exp") || key_is(&k, "body")) return 1;
             continue;
@@ -349,8 +351,8 @@ static int message(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject *tx) {
     } else { o_addr = Py_None; Py_INCREF(o_addr); }
     /* queues: the names of the q list joined with ",", cached by the list's bytes */
     {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)(has_q ? q_start : (const uint8_t *)""),
-                                                  has_q ? q_end - q_start : 0);
+        PyObject *key = PyBytes_FromStringAndSize((const char *)(has_q ? q_span.p : (const uint8_t *)""),
+                                                  has_q ? q_span.end - q_span.p : 0);
         if (key == NULL) goto fail;
         o_q = PyDict_GetItemWithError(c->joined, key);
         if (o_q != NULL) Py_INCREF(o_q);
@@ -359,7 +361,7 @@ static int message(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject *tx) {
             PyObject *parts = PyList_New(0);
             if (parts == NULL) { Py_DECREF(key); goto fail; }
             if (has_q) {
-                Rd qr = {q_start, q_end};
+                Rd qr = q_span;
                 Val a, e;
                 if (!rd(&qr, &a) || a.type != T_ARR) bail = 1;
                 for (uint32_t i = 0; !bail && i < a.n; i++) {
@@ -441,14 +443,12 @@ fail:
 static int ack_or_delivery(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject *tx, int kind) {
     Val m, k, v, mid = {0}, q = {0}, n = {0}, reason = {0};
     int has_m = 0, has_q = 0, has_n = 0, has_r = 0, bail = 0;
+    Rd span;
     if (!rd(r, &m) || m.type != T_MAP) return 1;
     for (uint32_t i = 0; i < m.n; i++) {
-        if (!rd(r, &k) || k.type == T_ARR || k.type == T_MAP) return 1;
-        const uint8_t *vstart = r->p;
-        if (!rd(r, &v)) return 1;
-        if (v.type == T_ARR || v.type == T_MAP) {
-            r->p = vstart;
-            if (!skip(r, 0)) return 1;
+        int e = entry(r, &k, &v, &span);
+        if (!e) return 1;
+        if (e == 2) {
             if (key_is(&k, "m") || key_is(&k, "q") || key_is(&k, "n") || key_is(&k, "r")) return 1;
             continue;
         }
@@ -494,17 +494,14 @@ fail:
 static int transaction(Ctx *c, Rd *r, PyObject *off, PyObject *lsn) {
     Val m, k, v, tx = {0};
     int has_tx = 0, bail = 0, rc = 0;
-    Rd msgs = {0}, acks = {0};
+    Rd msgs = {0}, acks = {0}, span;
     if (!rd(r, &m) || m.type != T_MAP) return 1;
     for (uint32_t i = 0; i < m.n; i++) {
-        if (!rd(r, &k) || k.type == T_ARR || k.type == T_MAP) return 1;
-        const uint8_t *vstart = r->p;
-        if (!rd(r, &v)) return 1;
-        if (v.type == T_ARR || v.type == T_MAP) {
-            r->p = vstart;
-            if (!skip(r, 0)) return 1;
-            if (key_is(&k, "msgs")) { msgs.p = vstart; msgs.end = r->p; }
-            else if (key_is(&k, "acks")) { acks.p = vstart; acks.end = r->p; }
+        int e = entry(r, &k, &v, &span);
+        if (!e) return 1;
+        if (e == 2) {
+            if (key_is(&k, "msgs")) msgs = span;
+            else if (key_is(&k, "acks")) acks = span;
             else if (key_is(&k, "tx")) return 1;
             continue;
         }
@@ -531,14 +528,14 @@ static PyObject *scan(PyObject *self, PyObject *args) {
     Py_ssize_t pos, stop, base;
     unsigned long long generation;
     long long max_frame, last, lsn_min, lsn_max;
-    int with_body, want_msg, want_ack, want_dlv, header_only;
+    int with_body, want_msg, want_ack, want_dlv;
     PyObject *names, *joined, *kind_names;
     if (!PyArg_ParseTuple(args, "O!y*nnKLOnLO!", &PyList_Type, &rows, &view, &pos, &stop,
                           &generation, &max_frame, &seg, &base, &last, &PyTuple_Type, &ctx))
         return NULL;
-    if (!PyArg_ParseTuple(ctx, "O!O!O!ppppLLp", &PyDict_Type, &names, &PyDict_Type, &joined,
+    if (!PyArg_ParseTuple(ctx, "O!O!O!ppppLL", &PyDict_Type, &names, &PyDict_Type, &joined,
                           &PyTuple_Type, &kind_names, &with_body, &want_msg, &want_ack,
-                          &want_dlv, &lsn_min, &lsn_max, &header_only) ||
+                          &want_dlv, &lsn_min, &lsn_max) ||
         PyTuple_GET_SIZE(kind_names) != 256) {
         PyBuffer_Release(&view);
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad scan context");
@@ -576,7 +573,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         int wanted = kind == K_MESSAGE ? want_msg : kind == K_ACK ? want_ack :
                      kind == K_DELIVERY ? want_dlv : kind == K_TX ? 1 : -1;
         if (wanted == 0) { last = (long long)lsn; pos += flen; continue; }
-        if (wanted < 0 || (header_only && kind != K_TX)) { status = 1; break; }
+        if (wanted < 0) { status = 1; break; }
         Py_ssize_t before = PyList_GET_SIZE(rows);
         PyObject *o_off = PyLong_FromSsize_t(base + pos), *o_lsn = PyLong_FromUnsignedLongLong(lsn);
         int rc = -1;

@@ -105,8 +105,7 @@ class EntryColumns:
         self._fast = _compiled_scan if compiled and not header_only else None
         self._ctx = ({int(k): str(v) for k, v in queue_names.items()}, {}, KIND_TUPLE,
                      with_body, want("MESSAGE"), want("ACK"), want("DELIVERY"),
-                     -1 if lsn_min is None else lsn_min, -1 if lsn_max is None else lsn_max,
-                     header_only)
+                     -1 if lsn_min is None else lsn_min, -1 if lsn_max is None else lsn_max)
 
     def __len__(self) -> int:
         return len(self.rows)
