@@ -35,7 +35,8 @@ def segment(records: Sequence[Tuple[int, bytes]]) -> bytearray:
 def rows(buf: bytes, compiled: bool, **kw: Any) -> List[tuple]:
     cols = EntryColumns(NAMES, compiled=compiled, **kw)
     cols.scan(1, bytes(buf), GEN, 64, len(buf), 0, 1 << 20)
-    return cols.rows
+    got = cols.take()
+    return list(zip(*(got[n] for n in columns.NAMES)))
 
 
 def same(buf: bytes, **kw: Any) -> List[tuple]:

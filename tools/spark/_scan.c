@@ -1,13 +1,14 @@
 /* Compiled fast path of tools.spark.columns.EntryColumns.scan (optional: the Python code is
  * the reference and the fallback; tests/tools/test_fastscan.py checks both give equal rows).
  *
- * scan(rows, buf, pos, stop, generation, max_frame, seg, base, last_lsn, ctx)
+ * scan(cols, buf, pos, stop, generation, max_frame, seg, base, last_lsn, ctx)
  *     -> (pos, status, last_lsn)
  *
  * Walks the frames starting in [pos, stop) of buf (buf[i] is file offset base + i), checks
  * each exactly as the Python loop does (length bounds, kind, flags, generation, LSN order,
- * CRC-32C) and appends the entry rows of MESSAGE, ACK, DELIVERY and TX records to the list
- * ``rows`` as the same 18-tuples the Python builder makes. It stops, appending nothing for
+ * CRC-32C) and appends the entry rows of MESSAGE, ACK, DELIVERY and TX records to ``cols``, a
+ * list of 18 column lists (the values of the Python builder's 18-tuples, one list per column:
+ * no row tuple is built and nothing needs transposing). It stops, appending nothing for
  * that frame, at anything it does not handle itself, and says why:
  *   status 0: reached stop;  1: a valid frame at pos that Python must decode (another kind,
  *   or a payload shape this code does not know);  2: an invalid frame at pos (Python's
@@ -234,7 +235,7 @@ static int key_is(const Val *k, const char *name) {
 
 /* ---- building rows ---------------------------------------------------------------------- */
 typedef struct {
-    PyObject *rows, *seg, *names, *joined, *kind_names;
+    PyObject **cols, *seg, *names, *joined, *kind_names;
     int with_body, want_msg, want_ack, want_dlv;
 } Ctx;
 
@@ -283,35 +284,45 @@ static PyObject *as_text(const Val *v, int *bail) {
     }
 }
 
-/* A dict as the tuple of its (key, value) pairs (the map column's row form); steals ``d``. */
+/* ``t``, a tuple of (str, str) tuples (or NULL), taken off the cyclic collector's books. */
+static PyObject *untracked(PyObject *t) {
+    if (t == NULL) return NULL;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(t); k++) {
+        PyObject *pair = PyTuple_GET_ITEM(t, k);
+        if (PyObject_GC_IsTracked(pair)) PyObject_GC_UnTrack(pair);
+    }
+    if (PyObject_GC_IsTracked(t)) PyObject_GC_UnTrack(t);
+    return t;
+}
+
+/* A dict of str -> str as the tuple of its (key, value) pairs (the map column's row form);
+ * steals ``d``. The tuples hold only strings, so they are taken off the cyclic collector's
+ * books (as CPython itself does for such tuples at its next collection): a scan makes millions
+ * of them, and tracking them made every collection after a scan walk them all. */
 static PyObject *pairs(PyObject *d) {
     PyObject *items = PyDict_Items(d);
     Py_DECREF(d);
     if (items == NULL) return NULL;
     PyObject *t = PyList_AsTuple(items);
     Py_DECREF(items);
-    return t;
+    return untracked(t);
 }
 
 static int push_row(Ctx *c, PyObject *off, PyObject *lsn, int kind, PyObject *tx, PyObject *mid,
                     PyObject *addr, PyObject *queue, PyObject *durable, PyObject *ts,
                     PyObject *exp, PyObject *dc, PyObject *props, PyObject *size, PyObject *body) {
-    /* steals every reference but off, lsn, tx (borrowed) */
-    PyObject *t = PyTuple_New(NCOLS);
+    /* steals every reference but off, lsn, tx (borrowed); on error the columns may differ in
+     * length: the caller cuts them back to where the frame started */
     PyObject *items[NCOLS] = {c->seg, off, lsn, PyTuple_GET_ITEM(c->kind_names, kind), tx, mid,
                               addr, queue, durable, ts, exp, Py_None, dc, props, size, body,
                               Py_True, Py_None};
-    int borrowed[NCOLS] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1};
-    if (t == NULL) {
-        for (int k = 0; k < NCOLS; k++) if (!borrowed[k]) Py_XDECREF(items[k]);
-        return -1;
-    }
+    static const int borrowed[NCOLS] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1};
+    int rc = 0;
     for (int k = 0; k < NCOLS; k++) {
-        if (borrowed[k]) Py_INCREF(items[k]);
-        PyTuple_SET_ITEM(t, k, items[k]);
+        if (items[k] == NULL) rc = -1;
+        else if (rc == 0 && PyList_Append(c->cols[k], items[k]) < 0) rc = -1;
+        if (!borrowed[k]) Py_XDECREF(items[k]);
     }
-    int rc = PyList_Append(c->rows, t);
-    Py_DECREF(t);
     return rc;
 }
 
@@ -478,7 +489,7 @@ static int ack_or_delivery(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject
         if (has_r && reason.type == T_BIN) { bail = 1; goto fail; }  /* str(bytes) is Python's */
         PyObject *text = has_r ? as_text(&reason, &bail) : PyUnicode_FromString("");
         if (text == NULL) { if (PyErr_Occurred()) { PyErr_Clear(); bail = 1; } goto fail; }
-        o_props = Py_BuildValue("((sN))", "reason", text);
+        o_props = untracked(Py_BuildValue("((sN))", "reason", text));
         if (o_props == NULL) goto fail;
     }
     Py_INCREF(Py_None); Py_INCREF(Py_None); Py_INCREF(Py_None); Py_INCREF(Py_None);
@@ -522,26 +533,39 @@ static int transaction(Ctx *c, Rd *r, PyObject *off, PyObject *lsn) {
     return rc;
 }
 
+/* Cut every column back to ``len`` rows (undo a frame's partial rows). */
+static int cut(PyObject **cols, Py_ssize_t len) {
+    for (int k = 0; k < NCOLS; k++)
+        if (PyList_GET_SIZE(cols[k]) > len &&
+            PyList_SetSlice(cols[k], len, PyList_GET_SIZE(cols[k]), NULL) < 0) return -1;
+    return 0;
+}
+
 static PyObject *scan(PyObject *self, PyObject *args) {
-    PyObject *rows, *seg, *ctx;
+    PyObject *collist, *seg, *ctx, *cols[NCOLS];
     Py_buffer view;
     Py_ssize_t pos, stop, base;
     unsigned long long generation;
     long long max_frame, last, lsn_min, lsn_max;
     int with_body, want_msg, want_ack, want_dlv;
     PyObject *names, *joined, *kind_names;
-    if (!PyArg_ParseTuple(args, "O!y*nnKLOnLO!", &PyList_Type, &rows, &view, &pos, &stop,
+    if (!PyArg_ParseTuple(args, "O!y*nnKLOnLO!", &PyList_Type, &collist, &view, &pos, &stop,
                           &generation, &max_frame, &seg, &base, &last, &PyTuple_Type, &ctx))
         return NULL;
-    if (!PyArg_ParseTuple(ctx, "O!O!O!ppppLL", &PyDict_Type, &names, &PyDict_Type, &joined,
-                          &PyTuple_Type, &kind_names, &with_body, &want_msg, &want_ack,
-                          &want_dlv, &lsn_min, &lsn_max) ||
+    int bad = PyList_GET_SIZE(collist) != NCOLS;
+    for (int k = 0; !bad && k < NCOLS; k++) {
+        cols[k] = PyList_GET_ITEM(collist, k);
+        bad = !PyList_CheckExact(cols[k]) || PyList_GET_SIZE(cols[k]) != PyList_GET_SIZE(cols[0]);
+    }
+    if (bad || !PyArg_ParseTuple(ctx, "O!O!O!ppppLL", &PyDict_Type, &names, &PyDict_Type, &joined,
+                                 &PyTuple_Type, &kind_names, &with_body, &want_msg, &want_ack,
+                                 &want_dlv, &lsn_min, &lsn_max) ||
         PyTuple_GET_SIZE(kind_names) != 256) {
         PyBuffer_Release(&view);
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad scan context");
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad scan columns or context");
         return NULL;
     }
-    Ctx c = {rows, seg, names, joined, kind_names, with_body, want_msg, want_ack, want_dlv};
+    Ctx c = {cols, seg, names, joined, kind_names, with_body, want_msg, want_ack, want_dlv};
     const uint8_t *buf = view.buf;
     Py_ssize_t n = view.len;
     int status = 0;
@@ -574,7 +598,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
                      kind == K_DELIVERY ? want_dlv : kind == K_TX ? 1 : -1;
         if (wanted == 0) { last = (long long)lsn; pos += flen; continue; }
         if (wanted < 0) { status = 1; break; }
-        Py_ssize_t before = PyList_GET_SIZE(rows);
+        Py_ssize_t before = PyList_GET_SIZE(cols[0]);
         PyObject *o_off = PyLong_FromSsize_t(base + pos), *o_lsn = PyLong_FromUnsignedLongLong(lsn);
         int rc = -1;
         if (o_off != NULL && o_lsn != NULL) {
@@ -586,7 +610,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         }
         Py_XDECREF(o_off); Py_XDECREF(o_lsn);
         if (rc != 0) {
-            if (PyList_SetSlice(rows, before, PyList_GET_SIZE(rows), NULL) < 0 || rc < 0) {
+            if (cut(cols, before) < 0 || rc < 0) {
                 PyBuffer_Release(&view);
                 return NULL;
             }
@@ -645,7 +669,7 @@ static PyObject *crc(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "Append entry rows of the frames in [pos, stop); see the module source."},
+    {"scan", scan, METH_VARARGS, "Append the entry rows of the frames in [pos, stop) to 18 column lists; see the module source."},
     {"kind_offsets", kind_offsets, METH_VARARGS, "Offsets of the CRC-valid frames of one kind."},
     {"crc32c", crc, METH_VARARGS, "CRC-32C of a bytes-like object (for tests)."},
     {NULL, NULL, 0, NULL}};

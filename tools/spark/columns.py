@@ -98,7 +98,8 @@ class EntryColumns:
         self.kinds = set(kinds) if kinds else None
         self.lsn_min = lsn_min
         self.lsn_max = lsn_max
-        self.rows: List[tuple] = []
+        self.cols: List[List[Any]] = [[] for _ in NAMES]  # the columns (the compiled scan fills them)
+        self.rows: List[tuple] = []  # rows built in Python, not yet moved into ``cols``
         self._joined: Dict[tuple, str] = {}
         want = (lambda k: self.kinds is None or k in self.kinds)
         # the compiled scan (when built, and not for header-only scans: Python's is fast there)
@@ -108,24 +109,35 @@ class EntryColumns:
                      -1 if lsn_min is None else lsn_min, -1 if lsn_max is None else lsn_max)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self.cols[0]) + len(self.rows)
+
+    def _flush_rows(self) -> None:
+        """Move the rows built in Python into the columns, after the rows already there."""
+        rows, cols = self.rows, self.cols
+        if len(rows) < 64:
+            for row in rows:
+                for col, value in zip(cols, row):
+                    col.append(value)
+        else:
+            for i in range(0, len(rows), 8192):  # transposed in cache-sized chunks (3x faster)
+                for col, part in zip(cols, zip(*rows[i:i + 8192])):
+                    col.extend(part)
+        rows.clear()
 
     def take_rows(self) -> List[Dict[str, Any]]:
         """The rows so far as dicts (column name -> value); the builder starts empty again."""
-        rows, self.rows = self.rows, []
-        out = [dict(zip(NAMES, r)) for r in rows]
+        cols = self.take()
+        out = [dict(zip(NAMES, r)) for r in zip(*(cols[n] for n in NAMES))]
         for row in out:
             if row["properties"] is not None:
                 row["properties"] = dict(row["properties"])
         return out
 
     def take(self) -> Dict[str, List[Any]]:
-        """The columns so far (transposed from rows); the builder starts empty again."""
-        rows, self.rows = self.rows, []
-        cols: List[List[Any]] = [[] for _ in NAMES]
-        for i in range(0, len(rows), 8192):  # transposed in cache-sized chunks (3x faster)
-            for col, part in zip(cols, zip(*rows[i:i + 8192])):
-                col.extend(part)
+        """The columns so far (name -> list of values, one per row, in scan order); the builder
+        starts empty again."""
+        self._flush_rows()
+        cols, self.cols = self.cols, [[] for _ in NAMES]
         return dict(zip(NAMES, cols))
 
     def _row(self, seg: int, off: int, lsn: Optional[int], kind: str, tx: Optional[int],
@@ -206,11 +218,13 @@ class EntryColumns:
         kinds = self.kinds
         header_only = self.header_only
         message, ack, other = self._message_fast, self._ack, self.add_decoded
-        fast, ctx, rows = self._fast, self._ctx, self.rows
+        fast, ctx = self._fast, self._ctx
         while pos < stop:
             if fast is not None:
-                pos, status, last = fast(rows, buf, pos, stop, generation, max_frame, seg, base,
-                                         last, ctx)
+                if self.rows:
+                    self._flush_rows()
+                pos, status, last = fast(self.cols, buf, pos, stop, generation, max_frame, seg,
+                                         base, last, ctx)
                 if status == 0 or status == 3:
                     return
                 if status == 2:

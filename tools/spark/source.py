@@ -190,12 +190,14 @@ def _reader_classes() -> Tuple[type, type]:
                                 header_only=set(self.wanted) <= HEADER_COLUMNS)
             from tools.spark.columns import gc_paused
             for split in partition.splits:
+                # the collector stays paused until the column lists are gone: enabling it
+                # while they live made it walk every value of the split
                 with gc_paused():
-                    batches = list(read_split(split, cols, self.path))
-                for batch in batches:
-                    for i in range(0, len(batch["segment"]), BATCH_ROWS):
-                        yield to_batch({k: v[i:i + BATCH_ROWS] for k, v in batch.items()},
-                                       self.wanted)
+                    arrows = [to_batch(batch, self.wanted)
+                              for batch in read_split(split, cols, self.path)]
+                for arrow in arrows:
+                    for i in range(0, arrow.num_rows, BATCH_ROWS):  # zero-copy slices
+                        yield arrow.slice(i, BATCH_ROWS)
 
     class PushdownJournalReader(JournalReader):
         """Also prunes by pushed filters on record_kind, lsn and segment; every filter is
