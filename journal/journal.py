@@ -30,6 +30,7 @@ from journal.records import Record, iter_segment_records
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from journal.staging import AsyncStager, place_records
 from journal.tickets import Batch, Ticket, collateral_cancel
+from journal.pool import NextSegmentFile
 from journal.writer import GroupCommitWriter, new_generation
 
 LOCK_FILE = "journal.lock"
@@ -134,8 +135,10 @@ class Journal:
                                  tuple(loaded.skipped), pending.action, pending.removed,
                                  elapsed_since(start), loaded.trusted)
         if not opts.read_only:
+            ahead = NextSegmentFile(self._fs, self._dir, opts.segment_size) \
+                if opts.preallocate and opts.preallocate_ahead else None
             self._writer = GroupCommitWriter(self, opts.sync_policy == "sync", opts.batch_bytes,
-                                             opts.max_delay_ms / 1000.0)
+                                             opts.max_delay_ms / 1000.0, ahead)
             self._writer.current = self._active if self._active.handle >= 0 else None
             self._lead = self._writer.lead
             self._writable = True

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 from journal import seeded_bugs
 from journal.format import SEGMENT_HEADER_SIZE, SegmentHeader
 from journal.fs import FileSystem
+from journal.pool import NextSegmentFile
 from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
 from journal.tickets import Batch
 
@@ -42,7 +43,8 @@ def new_generation() -> int:
 
 
 def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
-                   preallocate: bool, flags: int = 0) -> None:
+                   preallocate: bool, flags: int = 0,
+                   prepared: Optional[NextSegmentFile] = None) -> None:
     """Create the file of ``info`` durably and set ``info.handle``.
 
     Args:
@@ -52,16 +54,24 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
         size: segment size in bytes (zeros written up to it when ``preallocate``).
         preallocate: write zeros over the whole file first (faster fdatasync on overwrite).
         flags: header flags.
+        prepared: the zero-filled file built ahead (``journal.pool``), used when
+            ``preallocate``: only the header, its fdatasync and the renames remain to do.
 
     Raises:
         OSError: from the seam; the journal turns it into fail-stop.
     """
-    tmp = join(directory, segment_name(info.sequence, TMP_SUFFIX))
-    if fs.exists(tmp):
-        fs.unlink(tmp)
-    handle = fs.open(tmp, create=True)
+    ahead = preallocate and prepared is not None and not prepared.broken
+    if ahead:
+        assert prepared is not None
+        tmp = prepared.path
+        handle = prepared.take()
+    else:
+        tmp = join(directory, segment_name(info.sequence, TMP_SUFFIX))
+        if fs.exists(tmp):
+            fs.unlink(tmp)
+        handle = fs.open(tmp, create=True)
     try:
-        if preallocate:
+        if preallocate and not ahead:
             zeros = bytes(min(ZERO_CHUNK, size))
             for off in range(0, size, ZERO_CHUNK):
                 fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
@@ -93,11 +103,14 @@ class GroupCommitWriter:
         batch_bytes: flush as soon as this many bytes are pending.
         max_delay_s: how long to gather a batch before flushing (0 flushes at once; batches
             still form while the previous fdatasync runs).
+        next_file: the next segment's file to zero-fill while idle (``journal.pool``), or
+            ``None`` to create each segment whole at the roll.
     """
 
     def __init__(self, journal: "Journal", sync: bool, batch_bytes: int,
-                 max_delay_s: float) -> None:
+                 max_delay_s: float, next_file: Optional[NextSegmentFile] = None) -> None:
         self._j = journal
+        self.next_file = next_file
         self._sync = sync
         self._batch_bytes = batch_bytes
         self._max_delay = max_delay_s
@@ -120,18 +133,35 @@ class GroupCommitWriter:
 
     def _run(self) -> None:
         j = self._j
-        while True:
-            with j._lock:
-                while not j._open.frames and not j._stopping and j._failure is None:
-                    j._writer_idle = True
-                    j._work.wait(IDLE_POLL_S)
-                j._writer_idle = False
-                if j._failure is not None or (j._stopping and not j._open.frames):
-                    return
-            with self._flush_lock:
-                batch = self._take()
-                if batch is not None:
-                    self._flush_and_complete(batch)
+        ahead = self.next_file
+        try:
+            while True:
+                with j._lock:
+                    while not j._open.frames and not j._stopping and j._failure is None:
+                        if ahead is not None and ahead.wanted():
+                            break  # no batch waits: zero-fill a chunk of the next segment
+                        j._writer_idle = True
+                        j._work.wait(IDLE_POLL_S)
+                    j._writer_idle = False
+                    if j._failure is not None or (j._stopping and not j._open.frames):
+                        return
+                    idle = not j._open.frames
+                if idle:
+                    assert ahead is not None
+                    if self._flush_lock.acquire(blocking=False):  # (a leader may be flushing)
+                        try:
+                            ahead.step()
+                        finally:
+                            self._flush_lock.release()
+                    continue
+                with self._flush_lock:
+                    batch = self._take()
+                    if batch is not None:
+                        self._flush_and_complete(batch)
+        finally:
+            if ahead is not None:
+                with self._flush_lock:
+                    ahead.discard()
 
     def _take(self) -> Optional[Batch]:
         """Swap out the open batch (after the gathering delay); ``None`` when empty."""
@@ -207,9 +237,9 @@ class GroupCommitWriter:
                 prev.sealed = True
             if info.handle < 0:
                 create_segment(j._fs, j._dir, info, j._options.segment_size,
-                               j._options.preallocate)
+                               j._options.preallocate, prepared=self.next_file)
             self.current = info
-            data = b"".join(frames)
+            data = frames[0] if len(frames) == 1 else b"".join(frames)  # (no 256 KiB copy)
             j._fs.pwrite(info.handle, data, off)
             if seeded_bugs.active("ack_before_fsync"):
                 j._mark_durable(batch.last_lsn)
