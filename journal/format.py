@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from journal.crc import crc32c
 
@@ -137,14 +137,17 @@ def encode_frame(kind: int, lsn: int, generation: int, synced_lsn: int, payload:
     return body + _U32.pack(crc32c(body))
 
 
-def encode_run(buf: bytearray, records: Sequence[Tuple[int, bytes]], index: int, lsn: int,
-               generation: int, synced_lsn: int, offset: int, limit: int, sequence: int,
-               locations: List[Any], location_type: Any) -> int:
-    """Encode ``records[index:]`` (kind, packed payload) as consecutive frames (the same bytes
-    as ``encode_frame``) into ``buf``, the first at file ``offset`` with LSN ``lsn``, while the
-    next frame ends at or before ``limit``; append a ``location_type(sequence, offset, length)``
-    to ``locations`` for each. Returns the index of the first record not encoded (one batch of
-    many small records costs one call, not one per record)."""
+def encode_run_reference(buf: bytearray, records: List[Tuple[int, bytes]], index: int,
+                         lsn: int, generation: int, synced_lsn: int, offset: int, limit: int,
+                         sequence: int, locations: List[Any], location_type: Any) -> int:
+    """Encode ``records[index:]`` (a list of (kind, packed payload bytes) tuples) as consecutive
+    frames (the same bytes as ``encode_frame``) into ``buf``, the first at file ``offset`` with
+    LSN ``lsn``, while the next frame ends at or before ``limit``; append a
+    ``location_type(sequence, offset, length)`` (a tuple subclass) to ``locations`` for each.
+    Returns the index of the first record not encoded (one batch of many small records costs
+    one call, not one per record). ``encode_run`` is this function, compiled when the
+    ``journal._frames`` extension was built (same bytes, return value and locations; about 4x
+    faster; tests/journal/test_frames_compiled.py)."""
     head, u32, crc = FRAME_HEADER.pack, _U32.pack, crc32c
     new = tuple.__new__
     end = len(records)
@@ -162,6 +165,13 @@ def encode_run(buf: bytearray, records: Sequence[Tuple[int, bytes]], index: int,
         lsn += 1
         index += 1
     return index
+
+
+encode_run: Callable[..., int]
+try:  # the compiled encoder (setup.py builds it; optional)
+    from journal._frames import encode_run
+except ImportError:  # pragma: no cover - exercised only where the extension was not built
+    encode_run = encode_run_reference
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ task of the stage with ``JournalFailedError``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from journal.errors import JournalError
 from journal.format import encode_run
@@ -104,7 +104,7 @@ class AsyncStager:
         batch.attach(stage.future)
 
 
-def place_records(j: "Journal", encoded: Sequence[Tuple[int, bytes]], wake: bool = False
+def place_records(j: "Journal", encoded: List[Tuple[int, bytes]], wake: bool = False
                   ) -> Tuple[List[Location], Batch]:
     """Give packed records their LSNs and frames in the open batch, under the lock once.
 

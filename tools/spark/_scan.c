@@ -30,58 +30,7 @@
 #define K_TX 8
 #define NCOLS 18
 
-/* ---- CRC-32C (Castagnoli, reflected, init/xorout 0xFFFFFFFF) ---------------------------- */
-static uint32_t crc_table[8][256];
-
-static void crc_init(void) {
-    for (uint32_t i = 0; i < 256; i++) {
-        uint32_t c = i;
-        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-        crc_table[0][i] = c;
-    }
-    for (int t = 1; t < 8; t++)
-        for (int i = 0; i < 256; i++)
-            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
-}
-
-static uint32_t crc_soft(const uint8_t *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint32_t lo, hi;
-        memcpy(&lo, p, 4);
-        memcpy(&hi, p + 4, 4);
-        lo ^= c;
-        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^
-            crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
-            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^
-            crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
-        p += 8;
-        n -= 8;
-    }
-    while (n--) c = (c >> 8) ^ crc_table[0][(c ^ *p++) & 0xFF];
-    return c ^ 0xFFFFFFFFu;
-}
-
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n) {
-    uint64_t c = 0xFFFFFFFFu;
-    while (n >= 8) {
-        uint64_t v;
-        memcpy(&v, p, 8);
-        c = _mm_crc32_u64(c, v);
-        p += 8;
-        n -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (n--) c32 = _mm_crc32_u8(c32, *p++);
-    return c32 ^ 0xFFFFFFFFu;
-}
-static int have_hw = 0;
-static uint32_t crc32c(const uint8_t *p, size_t n) { return have_hw ? crc_hw(p, n) : crc_soft(p, n); }
-#else
-static uint32_t crc32c(const uint8_t *p, size_t n) { return crc_soft(p, n); }
-#endif
+#include "crc32c.h"  /* journal/crc32c.h: the frames' CRC-32C, shared with journal._frames */
 
 /* ---- a minimal msgpack reader ----------------------------------------------------------- */
 typedef struct { const uint8_t *p, *end; } Rd;
@@ -679,9 +628,5 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",
 
 PyMODINIT_FUNC PyInit__scan(void) {
     crc_init();
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-    __builtin_cpu_init();
-    have_hw = __builtin_cpu_supports("sse4.2");
-#endif
     return PyModule_Create(&module);
 }
