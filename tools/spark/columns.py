@@ -153,8 +153,8 @@ class EntryColumns:
     def add(self, seg: int, item: Any) -> None:
         """Add the entries of one scanned item (a ``Frame`` or a ``Damage``)."""
         if isinstance(item, _Decoded):
-            info, p = item, item.payload
-            return self._add_payload(seg, info, info.kind, p)
+            return self._payload_rows(seg, item.offset, item.lsn, item.kind, self._add_payload,
+                                      seg, item, item.kind, item.payload)
         if isinstance(item, Damage):
             self._row(seg, item.offset, None, "DAMAGED", None, None, None, None, None, None,
                       None, None, None, None, None, False,
@@ -171,7 +171,23 @@ class EntryColumns:
                       None, None, None, None, None, None, None, None, None, None, False,
                       f"payload not decodable: {exc}")
             return
-        self._add_payload(seg, info, info.kind, p)
+        self._payload_rows(seg, info.offset, info.lsn, info.kind, self._add_payload, seg, info,
+                           info.kind, p)
+
+    def _payload_rows(self, seg: int, off: int, lsn: int, kind: int,
+                      build: Callable[..., None], *args: Any) -> None:
+        """Run ``build(*args)``, which adds the rows of one decoded record; a payload of a
+        shape it cannot read (a CRC-valid record only a buggy writer makes: not a map, a field
+        of the wrong type) becomes one damaged row instead of failing the scan, and any rows
+        the record had added are taken back."""
+        mark = len(self.rows)
+        try:
+            build(*args)
+        except (AttributeError, TypeError, ValueError, KeyError) as exc:
+            del self.rows[mark:]
+            self._row(seg, off, lsn, KIND_NAMES.get(kind, "UNKNOWN"), None, None, None, None,
+                      None, None, None, None, None, None, None, False,
+                      f"payload has an unexpected shape: {type(exc).__name__}: {exc}")
 
     def _add_payload(self, seg: int, info: Any, kind: int, p: Any) -> None:
         if kind == RecordKind.MESSAGE:
@@ -263,11 +279,11 @@ class EntryColumns:
                           f"payload not decodable: {exc}")
                 continue
             if kind == MESSAGE:
-                message(seg, off, lsn, p, None)
+                self._payload_rows(seg, off, lsn, kind, message, seg, off, lsn, p, None)
             elif kind == ACK:
-                ack(seg, _At(off, lsn), p, None)
+                self._payload_rows(seg, off, lsn, kind, ack, seg, _At(off, lsn), p, None)
             else:
-                other(seg, off, lsn, kind, p)
+                self._payload_rows(seg, off, lsn, kind, other, seg, off, lsn, kind, p)
         else:
             return
         for item in scan_buffer(buf, generation, max_frame, pos, stop):
