@@ -59,7 +59,7 @@ static PyObject *encode_run(PyObject *self, PyObject *args) {
     for (; end < n; end++) {
         PyObject *rec = PyList_GET_ITEM(records, end);
         if (!PyTuple_CheckExact(rec) || PyTuple_GET_SIZE(rec) != 2 ||
-            !PyLong_CheckExact(PyTuple_GET_ITEM(rec, 0)) ||
+            !PyLong_Check(PyTuple_GET_ITEM(rec, 0)) ||
             !PyBytes_CheckExact(PyTuple_GET_ITEM(rec, 1))) {
             PyErr_SetString(PyExc_TypeError, "records must be (int kind, bytes payload) tuples");
             return NULL;

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
+import enum
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,6 +50,18 @@ def test_same_bytes_index_and_locations(prefix: bytes, recs: List[Tuple[int, byt
     for loc in locs:  # and every frame is valid where its location says
         start = len(prefix) + loc.offset - offset
         assert fmt.check_frame(buf, start, gen, 1 << 20) is None
+
+
+class Kind(enum.IntEnum):
+    MESSAGE = 5
+    ACK = 6
+
+
+def test_int_subclass_kinds_encode_as_their_value() -> None:
+    """Callers pass enum kinds (the engine's ``RecordKind`` is an ``IntEnum``)."""
+    recs = [(Kind.MESSAGE, b"\x80"), (Kind.ACK, b"\x81\xa1q\x02"), (True, b"")]
+    got, want = both(b"", recs, 0, 7, 99, 3, 64, 1 << 20, 2)
+    assert got == want and got[1] == 3
 
 
 def test_bad_records_raise_and_change_nothing() -> None:
