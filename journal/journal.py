@@ -31,7 +31,7 @@ from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment
 from journal.staging import AsyncStager, place_records
 from journal.tickets import Batch, Ticket, collateral_cancel
 from journal.pool import NextSegmentFile
-from journal.writer import GroupCommitWriter, new_generation
+from journal.writer import GroupCommitWriter, create_segment, new_generation
 
 LOCK_FILE = "journal.lock"
 SEQUENCE_STRIDE = 1 << 20  # fresh segments; compaction outputs take numbers in between
@@ -129,6 +129,8 @@ class Journal:
             fs.fdatasync(last.handle)  # what a killed process left in the page cache
         if last is None:
             last = self._reserve_segment(SEQUENCE_STRIDE)
+            if not opts.read_only:  # a new journal's first segment exists once open returns
+                create_segment(fs, self._dir, last, opts.segment_size, opts.preallocate)
         self._active = last
         self.report = OpenReport(len(loaded.segments), loaded.records, self._next_lsn - 1,
                                  loaded.torn_bytes, loaded.unproven, loaded.torn_offset,

@@ -60,26 +60,26 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
     Raises:
         OSError: from the seam; the journal turns it into fail-stop.
     """
-    ahead = preallocate and prepared is not None and not prepared.broken
-    if ahead:
-        assert prepared is not None
-        tmp = prepared.path
-        handle = prepared.take()
-    else:
+    header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
+                           info.first_lsn, flags).encode()
+    handle = prepared.become(info.path, header) if preallocate and prepared is not None else -1
+    if handle < 0:
         tmp = join(directory, segment_name(info.sequence, TMP_SUFFIX))
         if fs.exists(tmp):
             fs.unlink(tmp)
         handle = fs.open(tmp, create=True)
+        try:
+            if preallocate:
+                zeros = bytes(min(ZERO_CHUNK, size))
+                for off in range(0, size, ZERO_CHUNK):
+                    fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
+            fs.pwrite(handle, header, 0)
+            fs.fdatasync(handle)
+            fs.rename(tmp, info.path)
+        except BaseException:
+            fs.close(handle)
+            raise
     try:
-        if preallocate and not ahead:
-            zeros = bytes(min(ZERO_CHUNK, size))
-            for off in range(0, size, ZERO_CHUNK):
-                fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
-        header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
-                               info.first_lsn, flags)
-        fs.pwrite(handle, header.encode(), 0)
-        fs.fdatasync(handle)
-        fs.rename(tmp, info.path)
         if not seeded_bugs.active("no_dir_fsync"):
             fs.fsync_dir(directory)
     except BaseException:
@@ -103,8 +103,8 @@ class GroupCommitWriter:
         batch_bytes: flush as soon as this many bytes are pending.
         max_delay_s: how long to gather a batch before flushing (0 flushes at once; batches
             still form while the previous fdatasync runs).
-        next_file: the next segment's file to zero-fill while idle (``journal.pool``), or
-            ``None`` to create each segment whole at the roll.
+        next_file: the next segment's file, zero-filled a chunk per batch (``journal.pool``),
+            or ``None`` to create each segment whole at the roll.
     """
 
     def __init__(self, journal: "Journal", sync: bool, batch_bytes: int,
@@ -138,22 +138,11 @@ class GroupCommitWriter:
             while True:
                 with j._lock:
                     while not j._open.frames and not j._stopping and j._failure is None:
-                        if ahead is not None and ahead.wanted():
-                            break  # no batch waits: zero-fill a chunk of the next segment
                         j._writer_idle = True
                         j._work.wait(IDLE_POLL_S)
                     j._writer_idle = False
                     if j._failure is not None or (j._stopping and not j._open.frames):
                         return
-                    idle = not j._open.frames
-                if idle:
-                    assert ahead is not None
-                    if self._flush_lock.acquire(blocking=False):  # (a leader may be flushing)
-                        try:
-                            ahead.step()
-                        finally:
-                            self._flush_lock.release()
-                    continue
                 with self._flush_lock:
                     batch = self._take()
                     if batch is not None:
@@ -161,7 +150,7 @@ class GroupCommitWriter:
         finally:
             if ahead is not None:
                 with self._flush_lock:
-                    ahead.discard()
+                    ahead.close()
 
     def _take(self) -> Optional[Batch]:
         """Swap out the open batch (after the gathering delay); ``None`` when empty."""
@@ -204,6 +193,9 @@ class GroupCommitWriter:
         except OSError as exc:
             self._j._fail(exc, batch)
             return
+        ahead = self.next_file
+        if ahead is not None and ahead.wanted():
+            ahead.step()  # one chunk, while the batch's waiters cannot run yet (journal.pool)
         self._j._mark_durable(batch.last_lsn)
         self.batches += 1
         self.records += batch.count

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import random
-import time
 from typing import List
 
 from journal import Journal, JournalOptions, SimulatedFileSystem
@@ -15,15 +14,6 @@ from tests.journal.crashkit import Model, append_one, check
 
 SIZE = 8192
 OPTS = JournalOptions(segment_size=SIZE, max_record_size=1024)
-
-
-def wait_for(predicate, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.005)
-    return predicate()
 
 
 def segment_files(fs: SimulatedFileSystem) -> List[str]:
@@ -46,8 +36,9 @@ def test_rolls_use_the_file_built_ahead_and_it_goes_with_the_journal() -> None:
     fs = Renames()
     j = Journal.open("/j", OPTS, fs=fs)
     model, rng = Model(), random.Random(1)
-    for _ in range(3):  # each round: the idle writer completes the next file, then a roll
-        assert wait_for(lambda: fs.snapshot().get("/j/" + NEXT_NAME, b"") == bytes(SIZE))
+    for _ in range(3):  # each round: a batch has the next file built (one chunk), then a roll
+        append_one(j, model, rng).wait(10)
+        assert fs.snapshot().get("/j/" + NEXT_NAME) == bytes(SIZE)
         before = segment_files(fs)
         while segment_files(fs) == before:
             append_one(j, model, rng).wait(10)
@@ -71,7 +62,6 @@ def test_a_crash_at_any_moment_around_the_next_file_loses_nothing_durable() -> N
             append_one(j, model, rng)
             if i % 7 == 0:
                 model.tickets[-1].wait(10)
-                time.sleep(0.002 * rng.random())  # let the idle writer build the next file
             if i % 11 == 0:
                 durable = model.refresh_durable()
                 for keep in (0, fs.unsynced_count() // 2, fs.unsynced_count()):
@@ -113,6 +103,7 @@ def test_off_no_next_file_is_built() -> None:
     fs = SimulatedFileSystem()
     with Journal.open("/j", JournalOptions(segment_size=SIZE, preallocate_ahead=False),
                       fs=fs) as j:
-        j.append(1, "x").wait(10)
-        time.sleep(0.05)
-        assert NEXT_NAME not in fs.listdir("/j")
+        for i in range(40):
+            j.append(1, "x" * 300).wait(10)
+            assert NEXT_NAME not in fs.listdir("/j")
+        assert len(segment_files(fs)) > 1
