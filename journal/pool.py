@@ -9,8 +9,9 @@ each chunk back at once (``FileSystem.start_writeback``), so at the roll only th
 fdatasync that finds little left to write, the rename and the directory fsync remain
 (``writer.create_segment``).
 
-The writer takes one step after each batch's fdatasync, before it wakes the batch's waiters:
-they cannot run yet anyway, so the step (about 80 us for 256 KiB) competes with nobody, and
+The writer takes a step after a batch's fdatasync and before it wakes the batch's waiters,
+whenever the zeros are not yet twice ahead of the active segment's fill (``wanted``). The
+waiters cannot run yet anyway, so the step (about 80 us for 256 KiB) competes with nobody, and
 the writeback it starts overlaps the appenders' next round rather than this batch's fdatasync.
 Measured alternatives were slower: a step while appenders run waits for the GIL (~0.5 ms) and
 delays the next batch; a helper thread stepping during the batch's fdatasync slows that
@@ -56,9 +57,12 @@ class NextSegmentFile:
         self._zeros = bytes(min(CHUNK, size))
         self.broken = False
 
-    def wanted(self) -> bool:
-        """Whether steps remain (the file is not complete, and no step failed)."""
-        return not self.broken and (self._handle < 0 or self._done < self._size)
+    def wanted(self, filled: int) -> bool:
+        """Whether a step is due now that the active segment holds ``filled`` bytes: the file
+        is not complete, no step failed, and its zeros are not yet twice ahead of the active
+        segment's fill (so small batches step about once per 128 KiB of records, not every
+        batch, while the file is still complete before the roll)."""
+        return not self.broken and self._done < min(self._size, 2 * filled)
 
     def step(self) -> None:
         """Write the next chunk of zeros (creating the file first) and start its writeback.

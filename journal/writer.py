@@ -194,7 +194,7 @@ class GroupCommitWriter:
             self._j._fail(exc, batch)
             return
         ahead = self.next_file
-        if ahead is not None and ahead.wanted():
+        if ahead is not None and self.current is not None and ahead.wanted(self.current.written):
             ahead.step()  # one chunk, while the batch's waiters cannot run yet (journal.pool)
         self._j._mark_durable(batch.last_lsn)
         self.batches += 1
