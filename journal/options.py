@@ -23,9 +23,9 @@ class JournalOptions:
             once; batches still form while the previous fdatasync runs).
         max_pending_bytes: appenders block while this many bytes wait for the writer.
         preallocate: write zeros over each new segment before use.
-        preallocate_ahead: with ``preallocate``, zero-fill the next segment's file while the
-            writer is idle, so a roll does not stall appenders (Artemis opens its next journal
-            file ahead of need the same way); ``journal.pool``.
+        preallocate_ahead: with ``preallocate``, zero-fill the next segment's file a chunk
+            after each batch, so a roll does not stall appenders (Artemis opens its next
+            journal file ahead of need the same way); ``journal.pool``.
         compact_min_files: compact only with more sealed segments than this (Artemis: 10).
         compact_live_ratio: compact only when live bytes / bytes is below this (Artemis: 0.3).
         read_only: open without the lock, truncation, or any write.

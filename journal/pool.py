@@ -16,7 +16,7 @@ the writeback it starts overlaps the appenders' next round rather than this batc
 Measured alternatives were slower: a step while appenders run waits for the GIL (~0.5 ms) and
 delays the next batch; a helper thread stepping during the batch's fdatasync slows that
 fdatasync by ~150 us (both write to the same disk). A journal that appends nothing builds
-nothing; ``become`` writes whatever chunks are still missing. Steps happen only under the
+nothing; ``take`` writes whatever chunks are still missing. Steps happen only under the
 writer's flush lock, at fixed points of a flush, so crash and fault tests see the same file
 system operations in every run.
 
@@ -25,6 +25,8 @@ until it holds a durable header, and opening a journal removes every ``.seg.tmp`
 """
 
 from __future__ import annotations
+
+from typing import Optional, Tuple
 
 from journal.fs import FileSystem
 from journal.segment import TMP_SUFFIX, join
@@ -74,38 +76,28 @@ class NextSegmentFile:
             self.broken = True
             self._discard()
 
-    def become(self, path: str, header: bytes) -> int:
-        """Turn the file into the segment at ``path``: complete its zeros, write ``header`` at offset 0, fdatasync, rename it to ``path``; the
-        caller fsyncs the directory. The next step starts a new file.
+    def take(self) -> Optional[Tuple[int, str]]:
+        """Complete the file (any chunks still missing are written now) and hand it over:
+        its open handle and its path, for the caller to write the header, fdatasync and
+        rename (under the same flush lock, so no step starts a new file meanwhile). The next
+        step starts a new file.
 
         Returns:
-            The open handle of the segment, or -1 when the file is broken or completing it
-            fails (the caller then creates the segment itself and meets the error there if
-            the file system still fails).
-
-        Raises:
-            OSError: writing the header, its fdatasync or the rename failed (the file is
-                removed as far as possible; the journal turns the error into fail-stop).
+            ``(handle, path)``, or ``None`` when the file is broken or completing it fails
+            (the caller then creates the segment itself and meets the error there if the
+            file system still fails).
         """
         if self.broken:
-            return -1
+            return None
         try:
             while self._handle < 0 or self._done < self._size:
                 self._step()
         except OSError:
             self.broken = True
             self._discard()
-            return -1
-        fs, handle = self._fs, self._handle
-        try:
-            fs.pwrite(handle, header, 0)
-            fs.fdatasync(handle)
-            fs.rename(self.path, path)
-        except BaseException:
-            self._discard()
-            raise
-        self._handle, self._done = -1, 0
-        return handle
+            return None
+        handle, self._handle, self._done = self._handle, -1, 0
+        return handle, self.path
 
     def close(self) -> None:
         """Close and remove the file, ignoring errors (no directory fsync: a file left behind

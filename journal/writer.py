@@ -60,26 +60,24 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
     Raises:
         OSError: from the seam; the journal turns it into fail-stop.
     """
-    header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
-                           info.first_lsn, flags).encode()
-    handle = prepared.become(info.path, header) if preallocate and prepared is not None else -1
-    if handle < 0:
+    taken = prepared.take() if preallocate and prepared is not None else None
+    if taken is not None:
+        handle, tmp = taken
+    else:
         tmp = join(directory, segment_name(info.sequence, TMP_SUFFIX))
         if fs.exists(tmp):
             fs.unlink(tmp)
         handle = fs.open(tmp, create=True)
-        try:
-            if preallocate:
-                zeros = bytes(min(ZERO_CHUNK, size))
-                for off in range(0, size, ZERO_CHUNK):
-                    fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
-            fs.pwrite(handle, header, 0)
-            fs.fdatasync(handle)
-            fs.rename(tmp, info.path)
-        except BaseException:
-            fs.close(handle)
-            raise
     try:
+        if preallocate and taken is None:
+            zeros = bytes(min(ZERO_CHUNK, size))
+            for off in range(0, size, ZERO_CHUNK):
+                fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
+        header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
+                               info.first_lsn, flags)
+        fs.pwrite(handle, header.encode(), 0)
+        fs.fdatasync(handle)
+        fs.rename(tmp, info.path)
         if not seeded_bugs.active("no_dir_fsync"):
             fs.fsync_dir(directory)
     except BaseException:

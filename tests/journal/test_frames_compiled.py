@@ -4,19 +4,17 @@ and its CRC-32C (the header shared with the Spark scan) is the reference CRC."""
 
 from __future__ import annotations
 
-from typing import List, Tuple
-
 import enum
+from typing import List, Tuple
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from journal import _frames as frames  # built by the install (setup.py): failing here means not
 from journal import format as fmt
 from journal.crc import crc32c_reference
 from journal.segment import Location
-
-from journal import _frames as frames  # built by the install (setup.py): failing here means not
 
 U64 = st.integers(0, 2**64 - 1)
 records = st.lists(st.tuples(st.integers(1, 255), st.binary(max_size=300)), max_size=20)

@@ -609,18 +609,9 @@ static PyObject *kind_offsets(PyObject *self, PyObject *args) {
     return Py_BuildValue("niN", pos, status, out);
 }
 
-static PyObject *crc(PyObject *self, PyObject *args) {
-    Py_buffer view;
-    if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
-    uint32_t v = crc32c(view.buf, (size_t)view.len);
-    PyBuffer_Release(&view);
-    return PyLong_FromUnsignedLong(v);
-}
-
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "Append the entry rows of the frames in [pos, stop) to 18 column lists; see the module source."},
     {"kind_offsets", kind_offsets, METH_VARARGS, "Offsets of the CRC-valid frames of one kind."},
-    {"crc32c", crc, METH_VARARGS, "CRC-32C of a bytes-like object (for tests)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan",

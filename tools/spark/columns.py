@@ -98,7 +98,7 @@ class EntryColumns:
         self.kinds = set(kinds) if kinds else None
         self.lsn_min = lsn_min
         self.lsn_max = lsn_max
-        self.cols: List[List[Any]] = [[] for _ in NAMES]  # the columns (the compiled scan fills them)
+        self.cols: List[List[Any]] = [[] for _ in NAMES]  # (the compiled scan fills them)
         self.rows: List[tuple] = []  # rows built in Python, not yet moved into ``cols``
         self._joined: Dict[tuple, str] = {}
         want = (lambda k: self.kinds is None or k in self.kinds)
@@ -113,15 +113,10 @@ class EntryColumns:
 
     def _flush_rows(self) -> None:
         """Move the rows built in Python into the columns, after the rows already there."""
-        rows, cols = self.rows, self.cols
-        if len(rows) < 64:
-            for row in rows:
-                for col, value in zip(cols, row):
-                    col.append(value)
-        else:
-            for i in range(0, len(rows), 8192):  # transposed in cache-sized chunks (3x faster)
-                for col, part in zip(cols, zip(*rows[i:i + 8192])):
-                    col.extend(part)
+        rows = self.rows
+        for i in range(0, len(rows), 8192):  # transposed in cache-sized chunks (3x faster)
+            for col, part in zip(self.cols, zip(*rows[i:i + 8192])):
+                col.extend(part)
         rows.clear()
 
     def take_rows(self) -> List[Dict[str, Any]]:
