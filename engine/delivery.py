@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
 from engine.model import Message, RoutingType
 from engine.names import Destination
-from engine.queue import MessageRef, Queue, StoredMessage
+from engine.queue import MessageRef, Queue, StoredMessage, kept_body
 from journal import Ticket
 from recovery import schema
 from recovery.schema import AckReason, RecordKind
@@ -99,7 +99,7 @@ class Placement:
                                                 msg.body, msg.properties, ts, expiration,
                                                 msg.priority))
         stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
-                               msg.priority, None if journaled else msg.body)
+                               msg.priority, kept_body(msg.body, journaled, queues))
         if queues:
             broker.messages[mid] = stored
         refs = []

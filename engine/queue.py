@@ -10,7 +10,7 @@ multicast message is stored once and referenced from every queue it was routed t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from engine.model import Message, QueueConfig, QueueInfo, RoutingType
 from recovery.image import MessageImage
@@ -22,8 +22,8 @@ class StoredMessage:
     Attributes:
         mid: message id. address: where it was sent. durable: journaled on durable queues.
         properties, timestamp, expiration (ms since epoch, 0 never), priority.
-        body: the bytes for non-durable messages; ``None`` for durable ones, read from the
-            journal on demand (references separate from bodies).
+        body: the bytes, or ``None`` when every queue it reached journals it: then it is
+            read from the journal on demand (references separate from bodies; ``kept_body``).
         image: the image entry of a journaled message, else ``None``.
         refcount: references on queues (in-memory ones included).
     """
@@ -49,6 +49,15 @@ class StoredMessage:
         """A user-facing copy with ``body``."""
         return Message(body, dict(self.properties), self.durable, self.priority,
                        self.expiration, self.timestamp, self.mid, self.address)
+
+
+def kept_body(body: bytes, journaled: Sequence[Any], queues: Sequence[Any]
+              ) -> Optional[bytes]:
+    """The body a ``StoredMessage`` keeps in memory: ``None`` when every queue reached journals
+    the message (the body is read from its record), else ``body``. A queue that does not
+    journal it (a non-durable queue, or a non-durable message) may still hold the message after
+    the journaled references are settled and the record is reclaimed or compacted away."""
+    return None if journaled and len(journaled) == len(queues) else body
 
 
 class MessageRef:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
 from engine.errors import AddressNotFoundError
 from engine.model import Message
-from engine.queue import MessageRef, StoredMessage
+from engine.queue import MessageRef, StoredMessage, kept_body
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -55,7 +55,7 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
         for mid, address, queues, counts, msg, on_disk, upto in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
-                                   None if on_disk else msg.body,
+                                   kept_body(msg.body, on_disk, queues),
                                    broker.persistence.image.messages.get(mid))
             broker.messages[mid] = stored
             order_lsn = base + index if on_disk else 0

@@ -142,6 +142,26 @@ def test_durability_rules_across_reopen(broker: Broker) -> None:
         broker.close()
 
 
+def test_a_non_durable_queue_keeps_a_message_whose_record_was_compacted_away(
+        broker: Broker) -> None:
+    """Found by the model-based test: once the durable queue's reference is acked, the record
+    is dead to the journal, but the non-durable queue still holds the message."""
+    broker.create_address("t", {RoutingType.MULTICAST})
+    broker.create_queue(QueueConfig("keep", "t", RoutingType.MULTICAST))
+    broker.create_queue(QueueConfig("temp", "t", RoutingType.MULTICAST, durable=False))
+    with broker.session() as s:
+        s.send("t", Message(b"durable"))
+        s.create_consumer("keep").receive(1).ack()
+        for _ in range(80):  # seal the segment that holds the record
+            s.send("t::keep", Message(bytes(1024)))
+        keep = s.create_consumer("keep")
+        for _ in range(10):  # other records through the broker's small cache of decoded ones
+            keep.receive(1).ack()
+        broker.checkpoint()
+        assert broker.compact(force=True).compacted
+        assert s.create_consumer("temp").receive(1).message.body == b"durable"
+
+
 def test_cancelled_messages_return_in_order_flagged_redelivered(broker: Broker) -> None:
     broker.create_address("foo")
     broker.create_queue(QueueConfig("foo", "foo"))
