@@ -2,7 +2,7 @@
 open-time procedure that trusts or rebuilds the index. Imports only ``journal``."""
 
 from recovery.checkpoint import Checkpoint
-from recovery.errors import IndexInvalidError, RecoveryError
+from recovery.errors import IndexInvalidError, MalformedRecordError, RecoveryError
 from recovery.image import (AddressImage, MessageImage, NullSink, QueueImage, RefImage,
                             StoreImage)
 from recovery.index import IndexStore, LmdbIndex, MemoryIndex
@@ -11,7 +11,7 @@ from recovery.store import INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, re
 
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
-    "JOURNAL_DIR", "LmdbIndex", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
+    "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
     "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
     "replay",
 ]

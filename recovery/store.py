@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Dict, Optional
 
-from journal import FileSystem, Journal, JournalOptions, OpenReport
+from journal import FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport
 from recovery.checkpoint import Checkpoint
-from recovery.errors import IndexInvalidError
+from recovery.errors import IndexInvalidError, MalformedRecordError
 from recovery.image import NullSink, StoreImage
 from recovery.index import IndexStore
 
@@ -95,6 +95,8 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
 
     Raises:
         CorruptJournalError, DirectoryLockedError, JournalIOError: from the journal.
+        MalformedRecordError: a CRC-valid record cannot be folded (names file and offset); the
+            journal is closed again and nothing is written.
     """
     start = time.monotonic()
     cp, why = index.load()
@@ -140,12 +142,34 @@ def _fold(journal: Journal, cp: Optional[Checkpoint], why: str, read_only: bool)
 
 
 def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
-    """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many."""
+    """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many.
+
+    Raises:
+        MalformedRecordError: a CRC-valid record whose payload does not fit its kind (names the
+            segment file, offset, LSN and kind); ``image`` is then partly folded and must be
+            dropped. CorruptJournalError, JournalIOError: from reading the journal.
+    """
     n = 0
     for rec in journal.records(from_lsn=from_lsn):
-        image.apply(rec.kind, rec.payload, rec.location, rec.lsn, sink)
+        try:
+            image.apply(rec.kind, rec.payload, rec.location, rec.lsn, sink)
+        except MALFORMED as exc:
+            loc = rec.location
+            raise MalformedRecordError(_segment_path(journal, loc.segment), loc.offset, rec.lsn,
+                                       rec.kind, f"{type(exc).__name__}: {exc}") from exc
         n += 1
     return n
+
+
+# what folding a payload of the wrong shape raises (a field missing, not a map, a wrong type)
+MALFORMED = (InvalidRecordError, KeyError, IndexError, TypeError, ValueError, AttributeError)
+
+
+def _segment_path(journal: Journal, sequence: int) -> str:
+    for info in journal.segments():
+        if info.sequence == sequence:
+            return info.path
+    return f"segment {sequence}"  # pragma: no cover - a record read from it exists
 
 
 def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
@@ -156,4 +180,5 @@ def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "IndexInvalidError"]
+__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "IndexInvalidError",
+           "MalformedRecordError"]

@@ -3,7 +3,8 @@
 Checks every segment header, every frame (length, kind, generation, CRC-32C), LSN order within
 and across segments, a pending compaction, and the index: its own integrity (every value's CRC,
 entry counts, LMDB readable), its segment catalogue against the journal, and its state against
-a full replay of the journal. Every finding names the file and, where one exists, the offset.
+a full replay of the journal (which also finds CRC-valid records that recovery cannot fold). Every
+finding names the file and, where one exists, the offset.
 A torn tail is reported as a warning: the next writable open truncates it.
 """
 
@@ -13,10 +14,11 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from journal import JournalOptions, MqStoreError, OsFileSystem
+from journal import Journal, JournalOptions, MqStoreError, OsFileSystem
 from journal.format import decode_segment_header
 from journal.inspect import Damage, scan_buffer
-from recovery import INDEX_DIR, JOURNAL_DIR, LmdbIndex, StoreImage
+from recovery import (INDEX_DIR, JOURNAL_DIR, LmdbIndex, MalformedRecordError, NullSink,
+                      StoreImage, replay)
 from recovery.store import validate
 from tools.offline import MAX_FRAME, SegmentFile, read_segment, segment_files
 
@@ -73,12 +75,26 @@ def check_store(directory: str, progress: Optional[Callable[[SegmentFile], None]
 
 
 def _check_index(directory: str, found: List[Finding]) -> List[Finding]:
-    from recovery.image import NullSink
+    if any(f.level == "error" for f in found):
+        return [Finding("warning", os.path.join(directory, INDEX_DIR), None,
+                        "index not compared: the journal is damaged")]
+    journal = Journal.open(os.path.join(directory, JOURNAL_DIR),
+                           JournalOptions(read_only=True), OsFileSystem())
+    try:
+        full = StoreImage()
+        try:
+            replay(journal, full, 0, NullSink())
+        except MalformedRecordError as exc:  # CRC-valid, but recovery cannot fold it
+            return [Finding("error", exc.path, exc.offset, f"malformed record: {exc.reason}")]
+        return _compare_index(directory, journal, full)
+    finally:
+        journal.close()
+
+
+def _compare_index(directory: str, journal: Journal, full: StoreImage) -> List[Finding]:
     idx_dir = os.path.join(directory, INDEX_DIR)
     if not os.path.exists(os.path.join(idx_dir, "data.mdb")):
         return [Finding("warning", idx_dir, None, "no index: the next open rebuilds it")]
-    if any(f.level == "error" for f in found):
-        return [Finding("warning", idx_dir, None, "index not compared: the journal is damaged")]
     index = LmdbIndex(idx_dir, read_only=True)
     try:
         cp, why = index.load()
@@ -87,22 +103,12 @@ def _check_index(directory: str, found: List[Finding]) -> List[Finding]:
     if cp is None:
         return [Finding("error", os.path.join(idx_dir, "data.mdb"), None,
                         f"index damaged or unreadable: {why}")]
-    from journal import Journal
-    journal = Journal.open(os.path.join(directory, JOURNAL_DIR),
-                           JournalOptions(read_only=True), OsFileSystem())
-    try:
-        problem = validate(cp, journal)
-        if problem is not None:
-            return [Finding("warning", idx_dir, None,
-                            f"index is stale ({problem}); the next open rebuilds it")]
-        fast = cp.image
-        for rec in journal.records(from_lsn=cp.lsn + 1):
-            fast.apply(rec.kind, rec.payload, rec.location, rec.lsn, NullSink())
-        full = StoreImage()
-        for rec in journal.records():
-            full.apply(rec.kind, rec.payload, rec.location, rec.lsn, NullSink())
-    finally:
-        journal.close()
+    problem = validate(cp, journal)
+    if problem is not None:
+        return [Finding("warning", idx_dir, None,
+                        f"index is stale ({problem}); the next open rebuilds it")]
+    fast = cp.image
+    replay(journal, fast, cp.lsn + 1, NullSink())
     if describe(fast) != describe(full):
         return [Finding("error", os.path.join(idx_dir, "data.mdb"), None,
                         "the index disagrees with a replay of the journal")]

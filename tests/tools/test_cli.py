@@ -13,6 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from engine import Broker
+from journal import Journal, JournalOptions
+from recovery import RecordKind
 from tests.recovery.test_index import build
 from tools.cli import main
 
@@ -81,6 +83,26 @@ def test_corrupt_segment_is_named_and_flagged(store: Path) -> None:
     assert refused.exit_code == 1 and str(errors[0]["offset"]) in refused.output
     rec = run("recover", str(store), "--salvage")
     assert rec.exit_code == 0 and "skipped by salvage" in rec.output
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_a_malformed_record_is_named_by_check_and_refused_by_recover(
+        store: Path, with_index: bool) -> None:
+    if not with_index:
+        for p in (store / "index").iterdir():
+            p.unlink()
+    with Journal.open(str(store / "journal"), JournalOptions()) as j:
+        bad = j.append(int(RecordKind.ACK), [1, 2]).location  # CRC-valid, not an ACK's map
+    kept = store if with_index else store / "journal"  # (an index may be created anew)
+    before = digest(kept)
+    result = run("check", str(store), "--json")
+    assert result.exit_code == 1
+    errors = [f for f in json.loads(result.output) if f["level"] == "error"]
+    assert len(errors) == 1 and errors[0]["offset"] == bad.offset
+    assert errors[0]["path"].endswith(".seg") and "malformed record" in errors[0]["message"]
+    refused = run("recover", str(store))
+    assert refused.exit_code == 1 and "malformed record" in refused.output
+    assert digest(kept) == before
 
 
 def test_torn_tail_is_a_warning_and_recover_truncates_it(store: Path) -> None:
