@@ -102,10 +102,10 @@ def plain_scan(directory: str) -> Figure:
                   "records/s")
 
 
-def _fresh(directory: str, name: str, sync_policy: str = "sync") -> Journal:
+def _fresh(directory: str, name: str) -> Journal:
     path = os.path.join(directory, name)
     shutil.rmtree(path, ignore_errors=True)
-    j = Journal.open(path, JournalOptions(sync_policy=sync_policy))
+    j = Journal.open(path, JournalOptions())
     j.append(1, PAYLOAD).wait()  # create (zero-fill) the first segment before timing
     return j
 
@@ -133,14 +133,9 @@ def journal_threads(directory: str, threads: int, seconds: float) -> Figure:
     return _figure(f"journal, {threads} thread(s)", latencies, elapsed)
 
 
-def journal_tasks(directory: str, tasks: int, seconds: float, sync_policy: str = "sync"
-                  ) -> Figure:
-    """Durable appends (``await journal.append_async(...)``) from ``tasks`` asyncio tasks.
-
-    With ``sync_policy="async"`` the same appends without any fdatasync: the ceiling of the
-    event loop plus the writer's write in series, which bounds what the durable figure can
-    reach (a diagnostic, not a durable rate)."""
-    j = _fresh(directory, f"tasks{tasks}{sync_policy}", sync_policy)
+def journal_tasks(directory: str, tasks: int, seconds: float) -> Figure:
+    """Durable appends (``await journal.append_async(...)``) from ``tasks`` asyncio tasks."""
+    j = _fresh(directory, f"tasks{tasks}")
     latencies: List[List[float]] = [[] for _ in range(tasks)]
 
     async def work(mine: List[float], stop: float) -> None:
@@ -157,8 +152,7 @@ def journal_tasks(directory: str, tasks: int, seconds: float, sync_policy: str =
     asyncio.run(main())
     elapsed = time.perf_counter() - start
     j.close()
-    suffix = "" if sync_policy == "sync" else f", policy {sync_policy} (no fdatasync)"
-    return _figure(f"journal, {tasks} asyncio task(s){suffix}", latencies, elapsed)
+    return _figure(f"journal, {tasks} asyncio task(s)", latencies, elapsed)
 
 
 def _figure(name: str, latencies: List[List[float]], elapsed: float) -> Figure:
@@ -194,7 +188,6 @@ def run(directory: Optional[str], seconds: float, records: int,
             lambda: plain_loop(tmp, records),
         ]
         steps += [lambda n=n: journal_tasks(tmp, n, seconds) for n in (256, 16, 1)]
-        steps.append(lambda: journal_tasks(tmp, 256, seconds, "async"))
         steps += [lambda n=n: journal_threads(tmp, n, seconds) for n in (4, 16, 64)]
         steps += [lambda: plain_scan(tmp), lambda: journal_replay(tmp, records),
                   lambda: raw_fdatasync(tmp, seconds)]
@@ -216,8 +209,6 @@ def ratios(figures: List[Figure]) -> List[tuple]:
     return [
         ("1 thread durable appends / raw fdatasync", by["journal, 1 thread(s)"] / raw, 0.8),
         ("256 asyncio tasks / plain loop", by["journal, 256 asyncio task(s)"] / plain, 0.4),
-        ("256 asyncio tasks, no fdatasync / plain loop (the ceiling of the above)",
-         by["journal, 256 asyncio task(s), policy async (no fdatasync)"] / plain, None),
         ("64 threads / plain loop", by["journal, 64 thread(s)"] / plain, None),
         ("journal replay / plain scan", by["journal replay: open + scan + unpack"] / scan, None),
     ]
