@@ -28,7 +28,7 @@ from journal.liveness import Liveness
 from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
 from journal.records import Record, iter_segment_records
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
-from journal.staging import AsyncStager, place_records
+from journal.staging import AsyncStager, account_run, place_records
 from journal.tickets import Batch, Ticket, collateral_cancel
 from journal.pool import NextSegmentFile
 from journal.writer import GroupCommitWriter, create_segment, new_generation
@@ -165,12 +165,8 @@ class Journal:
             RecordTooLargeError: the frame exceeds ``max_frame()``; nothing written.
             JournalFailedError: the journal is fail-stopped. JournalClosedError, ReadOnlyError.
         """
-        if kind.__class__ is not int or not 0 < kind < 256:
-            check_kind(kind)
-        data = pack(payload)
+        data = self._encode(kind, payload)
         flen = len(data) + FRAME_OVERHEAD
-        if flen > self._max_frame:
-            raise RecordTooLargeError(flen, self._max_frame)
         with self._lock:
             if not self._writable or self._open.nbytes > self._options.max_pending_bytes:
                 self._admit()
@@ -181,20 +177,26 @@ class Journal:
             self._next_lsn = lsn + 1
             off = seg.end
             batch = self._open
-            batch.frames.append((seg.sequence, off,
-                                 encode_frame(kind, lsn, seg.generation, self._durable_lsn,
-                                              data)))
-            batch.nbytes += flen
+            account_run(batch, seg, encode_frame(kind, lsn, seg.generation, self._durable_lsn,
+                                                 data), off, off + flen, 1, lsn)
             batch.count += 1
-            batch.last_lsn = lsn
-            seg.end = off + flen
-            seg.count += 1
-            seg.total_bytes += flen
-            seg.last_lsn = lsn
             if self._writer_idle and (self._lead is None or
                                       batch.nbytes >= self._options.batch_bytes):
                 self._wake_writer()
         return Ticket(lsn, (seg.sequence, off, flen), batch, self)
+
+    def _encode(self, kind: int, payload: Any) -> bytes:
+        """The packed payload of a record to append, checked (kind 1..255, frame size).
+
+        Raises:
+            InvalidRecordError, RecordTooLargeError: nothing is written.
+        """
+        if kind.__class__ is not int or not 0 < kind < 256:  # (int subclasses: the slow check)
+            check_kind(kind)
+        data = pack(payload)
+        if len(data) + FRAME_OVERHEAD > self._max_frame:
+            raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
+        return data
 
     def _admit(self) -> None:
         """Slow path of an append (lock held): refuse when not writable, wait for space."""
@@ -216,12 +218,9 @@ class Journal:
         Raises:
             the same as ``append``; if any record is invalid, none is written.
         """
-        encoded = [(check_kind(kind), pack(payload)) for kind, payload in records]
+        encoded = [(kind, self._encode(kind, payload)) for kind, payload in records]
         if not encoded:
             raise InvalidRecordError("append_many needs at least one record")
-        for _kind, data in encoded:
-            if len(data) + FRAME_OVERHEAD > self._max_frame:
-                raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
         locations, batch = place_records(self, encoded, wake=True)
         return Ticket(batch.last_lsn, locations, batch, self)
 
@@ -246,11 +245,7 @@ class Journal:
             CancelledError: the task was cancelled; it takes effect once the record's batch
                 completes (the record stays appended: an append cannot be taken back).
         """
-        if kind.__class__ is not int or not 0 < kind < 256:
-            check_kind(kind)
-        data = pack(payload)
-        if len(data) + FRAME_OVERHEAD > self._max_frame:
-            raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
+        data = self._encode(kind, payload)
         if not self._writable:
             self._check_writable()
         loop = get_running_loop()

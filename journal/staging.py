@@ -131,7 +131,7 @@ def place_records(j: "Journal", encoded: List[Tuple[int, bytes]], wake: bool = F
             lsn = first + done
             upto = encode_run(buf := bytearray(), encoded, done, lsn, seg.generation, synced,
                               seg.end, size_limit, seg.sequence, locations, Location)
-            _close_run(batch, seg, buf, seg.end, seg.end + len(buf), upto - done,
+            account_run(batch, seg, buf, seg.end, seg.end + len(buf), upto - done,
                        first + upto - 1)
             done = upto
             j._next_lsn = first + done  # (also the first LSN of a rolled segment)
@@ -145,7 +145,7 @@ def place_records(j: "Journal", encoded: List[Tuple[int, bytes]], wake: bool = F
     return locations, batch
 
 
-def _close_run(batch: Batch, seg: SegmentInfo, buf: bytearray, start: int, end: int,
+def account_run(batch: Batch, seg: SegmentInfo, buf: bytes, start: int, end: int,
                count: int, last_lsn: int) -> None:
     """Hand the ``count`` frames encoded into ``buf`` for ``seg`` (file offsets ``start``
     to ``end``, LSNs up to ``last_lsn``) to the batch and account for them in the segment

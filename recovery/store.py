@@ -155,21 +155,15 @@ def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
             image.apply(rec.kind, rec.payload, rec.location, rec.lsn, sink)
         except MALFORMED as exc:
             loc = rec.location
-            raise MalformedRecordError(_segment_path(journal, loc.segment), loc.offset, rec.lsn,
-                                       rec.kind, f"{type(exc).__name__}: {exc}") from exc
+            path = next(s.path for s in journal.segments() if s.sequence == loc.segment)
+            raise MalformedRecordError(path, loc.offset, rec.lsn, rec.kind,
+                                       f"{type(exc).__name__}: {exc}") from exc
         n += 1
     return n
 
 
 # what folding a payload of the wrong shape raises (a field missing, not a map, a wrong type)
 MALFORMED = (InvalidRecordError, KeyError, IndexError, TypeError, ValueError, AttributeError)
-
-
-def _segment_path(journal: Journal, sequence: int) -> str:
-    for info in journal.segments():
-        if info.sequence == sequence:
-            return info.path
-    return f"segment {sequence}"  # pragma: no cover - a record read from it exists
 
 
 def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:

@@ -27,7 +27,8 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tools.spark.columns import NAMES, SCHEMA, EntryColumns
+from tools.spark.columns import (HEADER_COLUMNS, NAMES, SCHEMA, EntryColumns, gc_paused,
+                                 queue_names_in)
 
 DEFAULT_SPLIT = 16 << 20
 BATCH_ROWS = 65536
@@ -102,7 +103,6 @@ def plan_partitions(segments: Sequence[Tuple[int, str, int]], split_bytes: int,
 
 def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[int, str]:
     """Queue id -> name from the QUEUE_ADD records (read on the driver)."""
-    from tools.spark.columns import queue_names_in
     fs, _ = _fs_and_path(root)
     names: Dict[int, str] = {}
     for _seq, path, _size in segments:
@@ -184,11 +184,9 @@ def _reader_classes() -> Tuple[type, type]:
         def read(self, partition: Any) -> Iterator[Any]:
             partition = partition.value
             o = self.opts
-            from tools.spark.columns import HEADER_COLUMNS
             cols = EntryColumns(partition.names, o["body"] and "body" in self.wanted,
                                 o["kinds"], o["lsn_min"], o["lsn_max"],
                                 header_only=set(self.wanted) <= HEADER_COLUMNS)
-            from tools.spark.columns import gc_paused
             for split in partition.splits:
                 # the collector stays paused until the column lists are gone: enabling it
                 # while they live made it walk every value of the split
@@ -231,7 +229,6 @@ def _reader_classes() -> Tuple[type, type]:
                 if hi is not None:
                     o["lsn_max"] = min(hi, o["lsn_max"] if o["lsn_max"] is not None else hi)
             else:
-                o.setdefault("seg_lo", None)
                 segs = [s for s, _p, _z in list_segments(self.path)
                         if (lo is None or s >= lo) and (hi is None or s <= hi)]
                 o["segments"] = set(segs) if o["segments"] is None else o["segments"] & set(segs)
