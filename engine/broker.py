@@ -86,7 +86,8 @@ class Broker:
              wildcard_syntax: WildcardSyntax = DEFAULT_SYNTAX,
              clock: Optional[Callable[[], int]] = None,
              expiry_scan_ms: int = 30_000,
-             verify_journal: bool = False) -> "Broker":
+             verify_journal: bool = False,
+             rebuild_index: bool = False) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -105,6 +106,8 @@ class Broker:
                 still expire when met at delivery, or with ``expire_messages()``).
             verify_journal: check every frame of every segment at open, even those a valid
                 index lets recovery trust (records are CRC-checked whenever read anyway).
+            rebuild_index: rebuild the index from the journal alone (the old checkpoint's LSN
+                still proves which records were durable).
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -123,7 +126,8 @@ class Broker:
                 index = MemoryIndex()
         options = journal_options or JournalOptions()
         try:
-            rec = recover(directory, options, fs, index, verify=verify_journal)
+            rec = recover(directory, options, fs, index, verify=verify_journal,
+                          rebuild=rebuild_index)
         except BaseException:
             index.close()
             raise

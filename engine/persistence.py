@@ -110,7 +110,7 @@ class Persistence:
         Returns:
             The checkpoint's LSN.
         """
-        self.journal.wait_durable()
+        self.journal.sync()
         self.sink.release()
         lsn = self.journal.next_lsn - 1
         cp = Checkpoint(lsn, self.image, self.journal.catalogue(),

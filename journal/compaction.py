@@ -18,14 +18,15 @@ their LSNs; they are re-framed with the output's generation id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Set, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
 
 import msgpack
 
 from journal.errors import JournalIOError
-from journal.format import (SEGMENT_FLAG_COMPACTED, SEGMENT_HEADER_SIZE,
+from journal.format import (SEGMENT_FLAG_COMPACTED, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
                             SegmentHeader, decode_control, encode_control, encode_frame)
 from journal.fs import FileSystem
+from journal.manifest import MANIFEST_FILE, SegmentManifest, write_atomically
 from journal.records import Record, iter_segment_records
 from journal.segment import (COMPACT_SUFFIX, TMP_SUFFIX, Location, SegmentInfo, join,
                              segment_name)
@@ -98,7 +99,8 @@ def resolve_pending(fs: FileSystem, directory: str, read_only: bool) -> Pending:
         pending.action = "rolled forward"
     for name in fs.listdir(directory):
         if name.endswith((COMPACT_SUFFIX, TMP_SUFFIX)) or name in (CONTROL_FILE,
-                                                                   CONTROL_FILE + ".tmp"):
+                                                                   CONTROL_FILE + ".tmp",
+                                                                   MANIFEST_FILE + ".tmp"):
             fs.unlink(join(directory, name))
             pending.removed += 1
             if name.endswith(COMPACT_SUFFIX) and not pending.action:
@@ -108,18 +110,27 @@ def resolve_pending(fs: FileSystem, directory: str, read_only: bool) -> Pending:
     return pending
 
 
-def apply_swap(fs: FileSystem, directory: str, body: bytes) -> None:
-    """Step 3: rename outputs into place, unlink inputs, drop the control file (idempotent)."""
+def apply_swap(fs: FileSystem, directory: str, body: bytes,
+               manifest: Optional[SegmentManifest] = None) -> None:
+    """Step 3: rename outputs into place, list them and retire the inputs in the segment
+    manifest (``manifest``, or the one on disk), unlink inputs, drop the control file
+    (idempotent: an open rolls a cut-short swap forward with it)."""
     inputs, outputs = _plan(body)
     for name, seq in outputs:
         tmp = join(directory, name)
         if fs.exists(tmp):
             fs.rename(tmp, join(directory, segment_name(seq)))
+    fs.fsync_dir(directory)
+    manifest = manifest or SegmentManifest.load(fs, directory)
+    if manifest is not None:
+        manifest.retire(inputs, added=[seq for _name, seq in outputs])
     for seq in inputs:
         path = join(directory, segment_name(seq))
         if fs.exists(path):
             fs.unlink(path)
     fs.fsync_dir(directory)
+    if manifest is not None:
+        manifest.forget(inputs)
     fs.unlink(join(directory, CONTROL_FILE))
     fs.fsync_dir(directory)
 
@@ -168,8 +179,8 @@ def compact(journal: "Journal", force: bool) -> CompactionReport:
                           "outputs": [[segment_name(o.sequence, COMPACT_SUFFIX), o.sequence]
                                       for o, _ in outputs]})
     try:
-        _write_control(j._fs, j._dir, encode_control(body))
-        apply_swap(j._fs, j._dir, body)
+        write_atomically(j._fs, j._dir, CONTROL_FILE, encode_control(body))
+        apply_swap(j._fs, j._dir, body, j.manifest)
     except OSError as exc:
         # the control file may exist: keep every output for open-time recovery to roll
         # forward (or back, if the control file never became valid), and stop here
@@ -211,7 +222,8 @@ def _write_outputs(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Rec
                    ) -> None:
     fs = j._fs
     for info, placed in outputs:
-        header = SegmentHeader(info.sequence, info.generation, 0, info.first_lsn, info.flags)
+        header = SegmentHeader(info.sequence, info.generation, 0, info.first_lsn,
+                               info.flags | SEGMENT_FLAG_LISTED, info.end)
         frames = [encode_frame(r.kind, r.lsn, info.generation, r.lsn, r.data) for r, _ in placed]
         assert all(len(f) == r.location.length for f, (r, _) in zip(frames, placed))
         handle = fs.open(join(j._dir, segment_name(info.sequence, COMPACT_SUFFIX)), create=True)
@@ -220,19 +232,6 @@ def _write_outputs(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Rec
         fs.fdatasync(handle)
         info.written = info.end
     fs.fsync_dir(j._dir)
-
-
-def _write_control(fs: FileSystem, directory: str, data: bytes) -> None:
-    tmp = join(directory, CONTROL_FILE + ".tmp")
-    handle = fs.open(tmp, create=True)
-    try:
-        fs.truncate(handle, 0)
-        fs.pwrite(handle, data, 0)
-        fs.fdatasync(handle)
-    finally:
-        fs.close(handle)
-    fs.rename(tmp, join(directory, CONTROL_FILE))
-    fs.fsync_dir(directory)
 
 
 def _discard(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]

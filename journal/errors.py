@@ -122,3 +122,35 @@ class DirectoryLockedError(JournalError):
         super().__init__(f"{path} is locked by another opener",
                          hint="one process opens a store directory at a time; close the other "
                               "opener, or open read-only for inspection")
+
+
+class MissingSegmentError(CorruptJournalError):
+    """Segment files the journal's manifest lists are missing (deleted, or lost with a disk),
+    or the manifest itself is. Opening refuses, and nothing is deleted or rewritten.
+
+    Attributes:
+        missing: paths of every missing file. path: the first of them. offset: 0.
+    """
+
+    def __init__(self, missing: "list[str]", manifest: str) -> None:
+        self.missing = list(missing)
+        CorruptJournalError.__init__(self, self.missing[0], 0,
+                                     f"{len(self.missing)} file(s) of the journal are missing: "
+                                     f"{', '.join(self.missing)} (listed in {manifest})")
+
+
+class JournalBehindError(CorruptJournalError):
+    """The journal ends before an LSN that is known durable (an index checkpoint covers it):
+    records were cut from its end after they were written. Opening refuses.
+
+    Attributes:
+        path: the last segment file. offset: where its records end. proven_lsn: the LSN
+        known durable. last_lsn: the last LSN the journal still holds.
+    """
+
+    def __init__(self, path: str, offset: int, proven_lsn: int, last_lsn: int) -> None:
+        self.proven_lsn = proven_lsn
+        self.last_lsn = last_lsn
+        super().__init__(path, offset, f"records up to LSN {proven_lsn} were durable (the "
+                                       f"index checkpoint covers them) but the journal ends at "
+                                       f"LSN {last_lsn}: its end was cut off or zeroed")

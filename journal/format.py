@@ -9,12 +9,16 @@ Segment header (``SEGMENT_HEADER_SIZE`` = 64 bytes, at offset 0 of every segment
     0      8    magic            b"MQSJSEG\\x01"
     8      2    format version   u16 (FORMAT_VERSION)
     10     2    header size      u16 (64)
-    12     4    flags            u32 (bit 0: written by compaction)
+    12     4    flags            u32 (bit 0: written by compaction; bit 1: listed in the
+                                 segment manifest, so a missing manifest is damage)
     16     8    sequence         u64, segment sequence number (orders segments)
     24     8    generation       u64, random per file; every record in the file repeats it
     32     8    created_ms       u64, creation time, ms since the epoch
     40     8    first_lsn        u64, LSN the segment was started at
-    48     12   reserved         zeros
+    48     8    file_size        u64, bytes the file was created with (preallocated size, or
+                                 the exact size of a compaction output); 0 = not recorded.
+                                 A shorter file was truncated: no crash makes one
+    56     4    reserved         zeros
     60     4    crc              u32, CRC-32C of bytes 0..60
 
 Record frame (``FRAME_HEADER_SIZE`` = 32 bytes + payload + 4-byte CRC), frames follow the header
@@ -34,12 +38,14 @@ back to back; a zero ``frame_len`` marks the preallocated, never-written rest of
 ``synced_lsn`` lets recovery tell a torn tail from corruption: a damaged record is proven durable
 when a later valid frame says so, and then the damage is corruption, never a tail to drop.
 
-Compaction control file (``compact.ctl``)::
+Compaction control file (``compact.ctl``) and segment manifest (``segments.manifest``)::
 
-    0      8    magic            b"MQSJCTL\\x01"
+    0      8    magic            b"MQSJCTL\\x01" (control) or b"MQSJMAN\\x01" (manifest)
     8      4    body length      u32
     12     4    crc              u32, CRC-32C of the body
-    16     n    body             msgpack {"inputs": [seq...], "outputs": [[tmp_name, seq]...]}
+    16     n    body             msgpack; control: {"inputs": [seq...], "outputs":
+                                 [[tmp_name, seq]...]}; manifest: {"live": [seq...],
+                                 "retiring": [seq...]} (``journal.manifest``)
 """
 
 from __future__ import annotations
@@ -53,9 +59,10 @@ from journal.crc import crc32c
 FORMAT_VERSION = 1
 
 SEGMENT_MAGIC = b"MQSJSEG\x01"
-SEGMENT_HEADER = struct.Struct("<8sHHIQQQQ12s")
+SEGMENT_HEADER = struct.Struct("<8sHHIQQQQQ4s")
 SEGMENT_HEADER_SIZE = 64
 SEGMENT_FLAG_COMPACTED = 1
+SEGMENT_FLAG_LISTED = 2
 
 FRAME_HEADER = struct.Struct("<IBBHQQQ")
 FRAME_HEADER_SIZE = 32
@@ -63,6 +70,7 @@ FRAME_CRC = struct.Struct("<I")
 FRAME_OVERHEAD = FRAME_HEADER_SIZE + FRAME_CRC.size
 
 CONTROL_MAGIC = b"MQSJCTL\x01"
+MANIFEST_MAGIC = b"MQSJMAN\x01"
 CONTROL_HEADER = struct.Struct("<8sII")
 
 assert SEGMENT_HEADER.size + 4 == SEGMENT_HEADER_SIZE
@@ -82,7 +90,10 @@ class SegmentHeader:
         generation: random 64-bit id of this file; frames carrying another id are stale.
         created_ms: creation time, ms since the epoch.
         first_lsn: LSN the segment was started at (the first record's LSN or a lower bound).
-        flags: ``SEGMENT_FLAG_COMPACTED`` when written by compaction.
+        flags: ``SEGMENT_FLAG_COMPACTED`` when written by compaction, ``SEGMENT_FLAG_LISTED``
+            when the journal keeps a segment manifest.
+        file_size: bytes the file was created with (0: not recorded); a shorter file was
+            truncated after it was written.
     """
 
     sequence: int
@@ -90,12 +101,13 @@ class SegmentHeader:
     created_ms: int
     first_lsn: int
     flags: int = 0
+    file_size: int = 0
 
     def encode(self) -> bytes:
         """The 64 header bytes, CRC included."""
         body = SEGMENT_HEADER.pack(SEGMENT_MAGIC, FORMAT_VERSION, SEGMENT_HEADER_SIZE, self.flags,
                                    self.sequence, self.generation, self.created_ms,
-                                   self.first_lsn, bytes(12))
+                                   self.first_lsn, self.file_size, bytes(4))
         return body + _U32.pack(crc32c(body))
 
 
@@ -111,12 +123,13 @@ def decode_segment_header(data: bytes) -> Optional[SegmentHeader]:
     if len(data) < SEGMENT_HEADER_SIZE:
         return None
     body = bytes(data[:SEGMENT_HEADER.size])
-    (magic, version, size, flags, seq, gen, created, first_lsn, _r) = SEGMENT_HEADER.unpack(body)
+    (magic, version, size, flags, seq, gen, created, first_lsn, file_size,
+     _r) = SEGMENT_HEADER.unpack(body)
     if magic != SEGMENT_MAGIC or version != FORMAT_VERSION or size != SEGMENT_HEADER_SIZE:
         return None
     if _U32.unpack_from(data, SEGMENT_HEADER.size)[0] != crc32c(body):
         return None
-    return SegmentHeader(seq, gen, created, first_lsn, flags)
+    return SegmentHeader(seq, gen, created, first_lsn, flags, file_size)
 
 
 def encode_frame(kind: int, lsn: int, generation: int, synced_lsn: int, payload: bytes) -> bytes:
@@ -227,17 +240,17 @@ def check_frame(buf: bytes, offset: int, generation: int, max_frame: int) -> Opt
     return None
 
 
-def encode_control(body: bytes) -> bytes:
-    """Frame a compaction control body (msgpack bytes) with magic, length and CRC."""
-    return CONTROL_HEADER.pack(CONTROL_MAGIC, len(body), crc32c(body)) + body
+def encode_control(body: bytes, magic: bytes = CONTROL_MAGIC) -> bytes:
+    """Frame a control or manifest body (msgpack bytes) with magic, length and CRC."""
+    return CONTROL_HEADER.pack(magic, len(body), crc32c(body)) + body
 
 
-def decode_control(data: bytes) -> Optional[bytes]:
-    """Return the control body, or ``None`` when the file is torn or not a control file."""
+def decode_control(data: bytes, magic: bytes = CONTROL_MAGIC) -> Optional[bytes]:
+    """Return the body, or ``None`` when the file is torn or not a file of that ``magic``."""
     if len(data) < CONTROL_HEADER.size:
         return None
-    magic, length, crc = CONTROL_HEADER.unpack_from(data, 0)
+    found, length, crc = CONTROL_HEADER.unpack_from(data, 0)
     body = bytes(data[CONTROL_HEADER.size:CONTROL_HEADER.size + length])
-    if magic != CONTROL_MAGIC or len(body) != length or crc32c(body) != crc:
+    if found != magic or len(body) != length or crc32c(body) != crc:
         return None
     return body

@@ -18,14 +18,17 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 
 from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
-                            JournalClosedError, JournalError, JournalFailedError,
-                            JournalIOError, ReadOnlyError, RecordTooLargeError)
+                            JournalBehindError, JournalClosedError, JournalError,
+                            JournalFailedError, JournalIOError, ReadOnlyError,
+                            RecordTooLargeError)
 from journal.codec import check_kind, pack, parent_of
 from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
 from journal.fs import FileSystem, OsFileSystem
 from journal.options import JournalOptions, JournalStatistics
 from journal.liveness import Liveness
-from journal.opening import OpenReport, elapsed_since, list_segment_paths, load_segments
+from journal.manifest import SegmentManifest, reconcile
+from journal.opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
+                             load_segments)
 from journal.records import Record, iter_segment_records
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from journal.staging import AsyncStager, account_run, place_records
@@ -62,6 +65,7 @@ class Journal:
         self._writer: Optional[GroupCommitWriter] = None
         self._active: SegmentInfo
         self.liveness = Liveness(self)
+        self.manifest: Optional[SegmentManifest] = None
         self._stager = AsyncStager(self)
         self._stages = self._stager.stages
         self.report: OpenReport
@@ -70,7 +74,8 @@ class Journal:
     @classmethod
     def open(cls, directory: str, options: Optional[JournalOptions] = None,
              fs: Optional[FileSystem] = None,
-             trusted: Optional[Iterable[SegmentSummary]] = None) -> "Journal":
+             trusted: Optional[Iterable[SegmentSummary]] = None,
+             proven_lsn: int = 0) -> "Journal":
         """Open (creating when missing) the journal in ``directory`` and recover its log.
 
         Args:
@@ -79,20 +84,28 @@ class Journal:
             fs: the file-system seam; ``OsFileSystem()`` when ``None``.
             trusted: summaries of sealed segments (from ``catalogue()`` of an earlier open,
                 kept by an index the caller validated): those segments are not scanned again.
+            proven_lsn: records up to this LSN are known durable (an index checkpoint covers
+                them): damage before it is corruption, never a torn tail to drop, and a journal
+                ending before it is refused (ignored with ``salvage``).
 
         Returns:
             The open journal; ``journal.report`` says what recovery found.
 
         Raises:
             DirectoryLockedError: another opener holds the directory.
-            CorruptJournalError: damage that is not a torn tail (names file and offset).
+            CorruptJournalError: damage that is not a torn tail (names file and offset), a
+                file shorter than it was created, a damaged segment manifest or a segment file
+                it does not list. MissingSegmentError (a CorruptJournalError): a segment file
+                the manifest lists is missing, or the manifest of a listed journal.
+                JournalBehindError (a CorruptJournalError): the journal ends before
+                ``proven_lsn``. Nothing is deleted, truncated or rewritten in these cases.
             JournalIOError: an OS error; nothing was changed beyond the recovery steps done.
         """
         options = options or JournalOptions()
         fs = fs or OsFileSystem()
         journal = cls(fs, directory, options)
         try:
-            journal._open_log({s.sequence: s for s in trusted or ()})
+            journal._open_log({s.sequence: s for s in trusted or ()}, proven_lsn)
         except OSError as exc:
             journal._release()
             raise JournalIOError(directory, "open", exc) from exc
@@ -101,7 +114,7 @@ class Journal:
             raise
         return journal
 
-    def _open_log(self, trusted: Dict[int, SegmentSummary]) -> None:
+    def _open_log(self, trusted: Dict[int, SegmentSummary], proven_lsn: int) -> None:
         from journal.compaction import resolve_pending  # compaction builds on this module
 
         start = time.monotonic()
@@ -118,19 +131,30 @@ class Journal:
             raise JournalIOError(self._dir, "open", FileNotFoundError(2, "no such directory"))
         pending = resolve_pending(fs, self._dir, opts.read_only)
         paths = list_segment_paths(fs, self._dir, pending.overrides, pending.excluded)
-        loaded = load_segments(fs, self._dir, paths, opts.max_frame(), opts.read_only,
-                               opts.salvage, trusted)
+        listed = reconcile(fs, self._dir, paths, opts.read_only, opts.salvage,
+                           (pending.excluded, set(pending.overrides)))
+        self.manifest = listed.manifest
+        loaded = load_segments(fs, self._dir, listed.paths, opts.max_frame(), opts.read_only,
+                               opts.salvage, trusted, proven_lsn)
+        loaded.skipped[:0] = [SkippedRange(p, 0, 0, "segment file missing")
+                              for p in listed.missing]
+        loaded.skipped += [SkippedRange(p, 0, 0, "segment file not in the manifest (left out)")
+                           for p in listed.unlisted]
         for info in loaded.segments:
             self._segments[info.sequence] = info
         last = loaded.segments[-1] if loaded.segments else None
         self._next_lsn = (last.last_lsn + 1) if last else 1
+        if proven_lsn >= self._next_lsn and not opts.salvage:
+            raise JournalBehindError(last.path if last else self._dir, last.end if last else 0,
+                                     proven_lsn, self._next_lsn - 1)
         self._durable_lsn = self._next_lsn - 1
         if last is not None and not opts.read_only:
             fs.fdatasync(last.handle)  # what a killed process left in the page cache
         if last is None:
             last = self._reserve_segment(SEQUENCE_STRIDE)
             if not opts.read_only:  # a new journal's first segment exists once open returns
-                create_segment(fs, self._dir, last, opts.segment_size, opts.preallocate)
+                create_segment(fs, self._dir, last, opts.segment_size, opts.preallocate,
+                               manifest=self.manifest)
         self._active = last
         self.report = OpenReport(len(loaded.segments), loaded.records, self._next_lsn - 1,
                                  loaded.torn_bytes, loaded.unproven, loaded.torn_offset,
@@ -324,6 +348,18 @@ class Journal:
             if batch is not None and self._writer_idle:
                 self._wake_writer()
         return batch.wait(timeout) if batch is not None else True
+
+    def sync(self) -> None:
+        """Wait until everything appended so far is written and fdatasynced, whatever the sync
+        policy (under ``async`` an index checkpoint needs this: it must never cover records a
+        power loss can still take back).
+
+        Raises:
+            JournalFailedError: the journal failed (the fdatasync's error fail-stops it).
+        """
+        self.wait_durable()
+        if self._writer is not None and self._options.sync_policy != "sync":
+            self._writer.sync_current()
 
     # -- reading -----------------------------------------------------------------------------
     def read(self, location: Location) -> Record:

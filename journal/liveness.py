@@ -175,12 +175,17 @@ class Liveness:
 
     def _delete_file(self, info: SegmentInfo) -> None:
         fs = self._j._fs
+        manifest = self._j.manifest
         try:
             if info.handle >= 0:
                 fs.close(info.handle)
                 info.handle = -1
+            if manifest is not None:
+                manifest.retire([info.sequence])  # listed as retiring before it goes
             fs.unlink(info.path)
             fs.fsync_dir(self._j._dir)
+            if manifest is not None:
+                manifest.forget([info.sequence])
         except OSError as exc:
             raise JournalIOError(info.path, "delete segment", exc) from exc
 

@@ -1,11 +1,13 @@
 """Open-time recovery of the log: find the segments, validate every frame, drop a torn tail.
 
 ``load_segments`` reads every segment in sequence order and checks every frame (length, kind,
-generation, CRC, LSN order). In the last segment a damaged frame is a torn tail when no valid
-frame after it proves it durable (a later frame's ``synced_lsn`` covering it): the damaged bytes
-are zeroed and synced (never in read-only mode) and reported. A damaged frame anywhere else, or
-one proven durable, is corruption: ``CorruptJournalError`` names the file, offset and reason,
-unless ``salvage`` is asked for, which skips the damage and reports every skipped range.
+generation, CRC, LSN order) and the file's size against the size its header says it was created
+with. In the last segment a damaged frame is a torn tail when nothing proves it durable: neither
+a later valid frame (its ``synced_lsn`` covering it) nor the caller's ``proven_lsn`` (an index
+checkpoint). The damaged bytes of a torn tail are zeroed and synced (never in read-only mode)
+and reported. A damaged frame anywhere else, one proven durable, or a file shorter than it was
+created is corruption: ``CorruptJournalError`` names the file, offset and reason, unless
+``salvage`` is asked for, which skips the damage and reports every skipped range.
 """
 
 from __future__ import annotations
@@ -94,12 +96,14 @@ def list_segment_paths(fs: FileSystem, directory: str,
 
 def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], max_frame: int,
                   read_only: bool, salvage: bool,
-                  trusted: Optional[Dict[int, SegmentSummary]] = None) -> LoadResult:
+                  trusted: Optional[Dict[int, SegmentSummary]] = None,
+                  proven_lsn: int = 0) -> LoadResult:
     """Validate every segment and build the segment table (handles left open).
 
     A sealed segment found in ``trusted`` with the same generation, first LSN and a file long
     enough is not scanned: its summary is taken as is (the caller checked it before trusting
-    it). The last segment is always scanned.
+    it). The last segment is always scanned. Damage at a point where records up to
+    ``proven_lsn`` are not all read yet is corruption, never a torn tail.
 
     Raises:
         CorruptJournalError: a bad header, a bad frame outside the torn tail, or a torn point
@@ -108,46 +112,71 @@ def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], 
     """
     result = LoadResult(segments=[])
     prev_lsn = 0
-    for index, (seq, path) in enumerate(paths):
-        is_last = index == len(paths) - 1
-        handle = fs.open(path, read_only=read_only)
-        known = (trusted or {}).get(seq)
+    try:
+        for index, (seq, path) in enumerate(paths):
+            info = _load_one(fs, seq, path, index == len(paths) - 1, prev_lsn, max_frame,
+                             read_only, salvage, (trusted or {}).get(seq), result,
+                             0 if salvage else proven_lsn)
+            if info is not None:
+                prev_lsn = info.last_lsn
+                result.segments.append(info)
+    except BaseException:
+        for info in result.segments:
+            fs.close(info.handle)
+        raise
+    return result
+
+
+def _load_one(fs: FileSystem, seq: int, path: str, is_last: bool, prev_lsn: int,
+              max_frame: int, read_only: bool, salvage: bool, known: Optional[SegmentSummary],
+              result: LoadResult, proven_lsn: int) -> Optional[SegmentInfo]:
+    """Load one segment (its handle open), or ``None`` when salvage skips it whole; on an
+    error its handle is closed."""
+    handle = fs.open(path, read_only=read_only)
+    try:
         if known is not None and not is_last and _trust(fs, handle, known, prev_lsn):
-            info = SegmentInfo(seq, known.generation, known.first_lsn, path, 0, handle,
+            result.records += known.count
+            result.trusted += 1
+            return SegmentInfo(seq, known.generation, known.first_lsn, path, 0, handle,
                                end=known.end, written=known.end, last_lsn=known.last_lsn,
                                count=known.count, total_bytes=known.total_bytes, sealed=True)
-            result.records += info.count
-            result.trusted += 1
-            prev_lsn = info.last_lsn
-            result.segments.append(info)
-            continue
         buf = fs.pread(handle, fs.size(handle), 0)
         header = decode_segment_header(buf)
         if header is None or header.sequence != seq:
-            fs.close(handle)
             if not salvage:
                 raise CorruptJournalError(path, 0, "bad segment header")
             result.skipped.append(SkippedRange(path, 0, len(buf), "bad segment header"))
-            continue
+            fs.close(handle)
+            return None
         info = SegmentInfo(seq, header.generation, header.first_lsn, path, header.flags, handle,
                            sealed=not is_last)
+        if len(buf) < header.file_size:
+            reason = (f"the file is {len(buf)} bytes but was created with {header.file_size}: "
+                      f"it was truncated (no crash shortens a segment)")
+            if not salvage:
+                raise CorruptJournalError(path, len(buf), reason)
+            result.skipped.append(SkippedRange(path, len(buf), header.file_size, reason))
         min_lsn = max(prev_lsn, header.first_lsn - 1)
-        _scan_segment(fs, info, buf, max_frame, min_lsn, is_last, read_only, salvage, result)
+        _scan_segment(fs, info, buf, max_frame, min_lsn, is_last, read_only, salvage, result,
+                      proven_lsn)
         info.last_lsn = info.last_lsn or min_lsn
-        prev_lsn = info.last_lsn
-        result.segments.append(info)
-    return result
+        return info
+    except BaseException:
+        fs.close(handle)
+        raise
 
 
 def _trust(fs: FileSystem, handle: int, known: SegmentSummary, prev_lsn: int) -> bool:
     header = decode_segment_header(fs.pread(handle, SEGMENT_HEADER_SIZE, 0))
+    size = fs.size(handle)
     return (header is not None and header.generation == known.generation and
-            header.first_lsn == known.first_lsn and fs.size(handle) >= known.end and
+            header.first_lsn == known.first_lsn and size >= max(known.end, header.file_size) and
             known.first_lsn > prev_lsn and known.last_lsn >= known.first_lsn)
 
 
 def _scan_segment(fs: FileSystem, info: SegmentInfo, buf: bytes, max_frame: int, min_lsn: int,
-                  is_last: bool, read_only: bool, salvage: bool, result: LoadResult) -> None:
+                  is_last: bool, read_only: bool, salvage: bool, result: LoadResult,
+                  proven_lsn: int) -> None:
     start = SEGMENT_HEADER_SIZE
     while True:
         scan = scan_frames(buf, info.generation, max_frame, start, min_lsn)
@@ -162,11 +191,13 @@ def _scan_segment(fs: FileSystem, info: SegmentInfo, buf: bytes, max_frame: int,
         reason = scan.bad_reason or "nonzero bytes after the last record"
         later = [(o, h) for o, h in find_valid_frames(buf, info.generation, max_frame, bad)
                  if h.lsn > min_lsn]
-        proven = any(h.synced_lsn > min_lsn for _o, h in later)
+        proven = proven_lsn > min_lsn or any(h.synced_lsn > min_lsn for _o, h in later)
         if is_last and not proven:
             _drop_torn_tail(fs, info, buf, bad, len(later), read_only, result)
             break
         if not salvage:
+            if proven_lsn > min_lsn and is_last:
+                reason += f" (records up to LSN {proven_lsn} are known durable: not a torn tail)"
             raise CorruptJournalError(info.path, bad, reason)
         nxt = later[0][0] if later else last_nonzero(buf, bad)
         result.skipped.append(SkippedRange(info.path, bad, nxt, reason))

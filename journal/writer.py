@@ -2,8 +2,9 @@
 
 ``create_segment`` is the only code that brings a segment file into being: it writes the
 preallocated zeros and the header to a ``.seg.tmp`` file, fdatasyncs it, renames it to its final
-name and fsyncs the directory, so a segment under its final name always has a valid header and a
-durable directory entry before any record is written to it.
+name, fsyncs the directory and lists it in the segment manifest (``journal.manifest``), so a
+segment under its final name always has a valid header, a durable directory entry and a manifest
+entry before any record is written to it.
 
 ``GroupCommitWriter`` is the one thread that writes records. It takes the whole open batch, and
 for each segment the batch touches: creates the segment if needed, writes the batch's frames for
@@ -21,8 +22,9 @@ import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from journal import seeded_bugs
-from journal.format import SEGMENT_HEADER_SIZE, SegmentHeader
+from journal.format import SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE, SegmentHeader
 from journal.fs import FileSystem
+from journal.manifest import SegmentManifest
 from journal.pool import NextSegmentFile
 from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
 from journal.tickets import Batch
@@ -44,7 +46,8 @@ def new_generation() -> int:
 
 def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
                    preallocate: bool, flags: int = 0,
-                   prepared: Optional[NextSegmentFile] = None) -> None:
+                   prepared: Optional[NextSegmentFile] = None,
+                   manifest: Optional[SegmentManifest] = None) -> None:
     """Create the file of ``info`` durably and set ``info.handle``.
 
     Args:
@@ -56,6 +59,7 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
         flags: header flags.
         prepared: the zero-filled file built ahead (``journal.pool``), used when
             ``preallocate``: only the header, its fdatasync and the renames remain to do.
+        manifest: the journal's segment manifest; the segment is listed there last.
 
     Raises:
         OSError: from the seam; the journal turns it into fail-stop.
@@ -74,12 +78,15 @@ def create_segment(fs: FileSystem, directory: str, info: SegmentInfo, size: int,
             for off in range(0, size, ZERO_CHUNK):
                 fs.pwrite(handle, zeros[:min(ZERO_CHUNK, size - off)], off)
         header = SegmentHeader(info.sequence, info.generation, int(time.time() * 1000),
-                               info.first_lsn, flags)
+                               info.first_lsn, flags | SEGMENT_FLAG_LISTED,
+                               size if preallocate else 0)
         fs.pwrite(handle, header.encode(), 0)
         fs.fdatasync(handle)
         fs.rename(tmp, info.path)
         if not seeded_bugs.active("no_dir_fsync"):
             fs.fsync_dir(directory)
+        if manifest is not None:
+            manifest.add(info.sequence)
     except BaseException:
         fs.close(handle)
         raise
@@ -199,6 +206,24 @@ class GroupCommitWriter:
         self.records += batch.count
         batch.complete()
 
+    def sync_current(self) -> None:
+        """fdatasync the segment being written (policy ``async``: records written so far become
+        durable). An ``OSError`` fail-stops the journal.
+
+        Raises:
+            JournalFailedError: the fdatasync failed.
+        """
+        with self._flush_lock:
+            info = self.current
+            if info is None or info.handle < 0:
+                return
+            try:
+                self._j._fs.fdatasync(info.handle)
+                self.fsyncs += 1
+            except OSError as exc:
+                self._j._fail(exc, Batch())
+        self._j._check_writable()
+
     def flush(self, batch: Batch) -> None:
         """Write and sync one batch: the durability order of the journal.
 
@@ -227,7 +252,8 @@ class GroupCommitWriter:
                 prev.sealed = True
             if info.handle < 0:
                 create_segment(j._fs, j._dir, info, j._options.segment_size,
-                               j._options.preallocate, prepared=self.next_file)
+                               j._options.preallocate, prepared=self.next_file,
+                               manifest=j.manifest)
             self.current = info
             data = frames[0] if len(frames) == 1 else b"".join(frames)  # (no 256 KiB copy)
             j._fs.pwrite(info.handle, data, off)

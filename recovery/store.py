@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
-from typing import Dict, Optional
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
 
 from journal import FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport
 from recovery.checkpoint import Checkpoint
@@ -36,6 +36,9 @@ class RecoveryReport:
         replayed_records: records folded (the tail after the checkpoint, or all).
         elapsed_s: seconds for the whole recovery.
         counts: addresses, queues, messages, references in the recovered image.
+        lost: after a salvage, what the last checkpoint held that the salvaged store does not
+            (``addresses`` and ``queues``: names; ``messages``: how many); empty otherwise or
+            when there was no checkpoint to compare with.
     """
 
     journal: OpenReport
@@ -44,6 +47,7 @@ class RecoveryReport:
     replayed_records: int
     elapsed_s: float
     counts: Dict[str, int]
+    lost: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def rebuilt(self) -> bool:
@@ -79,7 +83,8 @@ def validate(cp: Checkpoint, journal: Journal) -> Optional[str]:
 
 
 def recover(directory: str, options: JournalOptions, fs: FileSystem, index: IndexStore,
-            read_only: bool = False, verify: bool = False, liveness: bool = False) -> Recovered:
+            read_only: bool = False, verify: bool = False, liveness: bool = False,
+            rebuild: bool = False) -> Recovered:
     """Open the store in ``directory``: journal in ``journal/``, index as given.
 
     Args:
@@ -92,6 +97,8 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
             (always so in salvage mode, which must see the damage to skip it).
         liveness: in read-only mode, still compute which records are dead (in memory only;
             for reports of what compaction would reclaim).
+        rebuild: replay the whole journal instead of using the checkpoint (whose LSN still
+            proves which records were durable, so damage there is refused, not dropped).
 
     Raises:
         CorruptJournalError, DirectoryLockedError, JournalIOError: from the journal.
@@ -100,18 +107,26 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
     """
     start = time.monotonic()
     cp, why = index.load()
-    trust = cp is not None and not verify and not options.salvage
+    trust = cp is not None and not verify and not options.salvage and not rebuild
     journal = Journal.open(os.path.join(directory, JOURNAL_DIR), options, fs,
-                           trusted=cp.catalogue if trust and cp is not None else None)
+                           trusted=cp.catalogue if trust and cp is not None else None,
+                           proven_lsn=cp.lsn if cp is not None else 0)
+    lost: Dict[str, Any] = {}
     try:
-        image, how, replayed = _fold(journal, cp, why, read_only and not liveness)
+        if options.salvage:  # rebuild from what is left, and say what the checkpoint had more
+            image, how, replayed = _fold(journal, None, "salvage", read_only and not liveness)
+            lost = _lost(cp.image, image) if cp is not None else {}
+        elif rebuild:
+            image, how, replayed = _fold(journal, None, "asked for", read_only and not liveness)
+        else:
+            image, how, replayed = _fold(journal, cp, why, read_only and not liveness)
         if not read_only:
             journal.liveness.reclaim()
     except BaseException:
         journal.close()
         raise
     report = RecoveryReport(journal.report, how, cp.lsn if how == "used" and cp else 0,
-                            replayed, time.monotonic() - start, image.summary())
+                            replayed, time.monotonic() - start, image.summary(), lost)
     return Recovered(journal, image, index, report)
 
 
@@ -164,6 +179,15 @@ def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
 
 # what folding a payload of the wrong shape raises (a field missing, not a map, a wrong type)
 MALFORMED = (InvalidRecordError, KeyError, IndexError, TypeError, ValueError, AttributeError)
+
+
+def _lost(before: StoreImage, after: StoreImage) -> Dict[str, Any]:
+    """What ``before`` (the last checkpoint) holds that ``after`` (the salvaged image) lacks."""
+    names = {a.name for a in after.addresses.values()}
+    queues = {q.name for q in after.queues.values()}
+    return {"addresses": sorted(a.name for a in before.addresses.values() if a.name not in names),
+            "queues": sorted(q.name for q in before.queues.values() if q.name not in queues),
+            "messages": sum(1 for mid in before.messages if mid not in after.messages)}
 
 
 def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:

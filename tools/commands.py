@@ -228,13 +228,12 @@ def register(main: click.Group) -> None:
         from journal import JournalOptions
         if not os.path.isdir(os.path.join(directory, "journal")):
             fail(MqStoreError(f"no mqstore journal in {directory}"))
-        if rebuild_index:
-            shutil.rmtree(os.path.join(directory, "index"), ignore_errors=True)
         start = time.monotonic()
         try:
             with console.status("recovering..."):
                 broker = Broker.open(directory, journal_options=JournalOptions(salvage=salvage),
-                                     expiry_scan_ms=0, verify_journal=True)
+                                     expiry_scan_ms=0, verify_journal=True,
+                                     rebuild_index=rebuild_index)
         except MqStoreError as exc:
             fail(exc)
         rep = broker.recovery_report
@@ -245,6 +244,8 @@ def register(main: click.Group) -> None:
                 ("interrupted compaction", j.compaction or "none"),
                 ("skipped by salvage", "; ".join(f"{os.path.basename(s.path)}:{s.start}-{s.end} "
                                                  f"({s.reason})" for s in j.skipped) or "none"),
+                ("lost since the last checkpoint",
+                 "; ".join(f"{k}: {v}" for k, v in rep.lost.items()) or "nothing known"),
                 ("index", rep.index), ("records replayed", rep.replayed_records),
                 ("addresses / queues / messages",
                  f"{rep.counts['addresses']} / {rep.counts['queues']} / "
