@@ -14,7 +14,8 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from journal import Journal, JournalOptions, MqStoreError, OsFileSystem
+from journal import CorruptJournalError, Journal, JournalOptions, MqStoreError, OsFileSystem
+from journal.errors import MissingSegmentError
 from journal.format import decode_segment_header
 from journal.inspect import Damage, scan_buffer
 from recovery import (INDEX_DIR, JOURNAL_DIR, LmdbIndex, MalformedRecordError, NullSink,
@@ -70,8 +71,25 @@ def check_store(directory: str, progress: Optional[Callable[[SegmentFile], None]
             last_lsn = max(last_lsn, item.info.lsn)
     findings.append(Finding("ok", jdir, None, f"{len(files)} segments, {frames} frames, "
                                               f"last LSN {last_lsn}"))
+    findings += _check_open(directory)
     findings += _check_index(directory, findings)
     return findings
+
+
+def _check_open(directory: str) -> List[Finding]:
+    """What opening the store would refuse (a missing segment or manifest, a journal that
+    ends before the LSN the index proves durable, damage that cannot be a torn tail)."""
+    from tools.offline import OfflineStore
+    try:
+        OfflineStore(directory).close()
+    except MissingSegmentError as exc:
+        return [Finding("error", path, None, "missing: the journal's manifest lists it")
+                for path in exc.missing]
+    except CorruptJournalError as exc:
+        return [Finding("error", exc.path, exc.offset, f"the store would not open: {exc.reason}")]
+    except MqStoreError as exc:
+        return [Finding("error", directory, None, f"the store would not open: {exc}")]
+    return []
 
 
 def _check_index(directory: str, found: List[Finding]) -> List[Finding]:
