@@ -9,24 +9,25 @@ delivery and settlement live in ``engine.delivery``; sessions and consumers in
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, QueueNotFoundError, ResourceLimitError,
-                           RoutingTypeError)
-from engine.model import (AddressInfo, Message, QueueConfig, QueueInfo, RoutingType,
+                           IllegalStateError, InvalidArgumentError, QueueNotFoundError,
+                           ResourceLimitError, RoutingTypeError)
+from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo, RoutingType,
                           check_queue_config, now_ms)
 from engine.names import check_name
+from engine.opening import OpenedStorage, open_storage
 from engine.persistence import Persistence
-from engine.settings import AddressSettings, SettingsRepository, resolve_queue_config
+from engine.settings import (AddressSettings, SettingsRepository, check_match,
+                             resolve_queue_config)
+from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import (INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, RecoveryReport, StoreImage,
-                      recover)
+from recovery import IndexStore, RecoveryReport, StoreImage
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -72,6 +73,7 @@ class Broker:
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
+        self._storage: Optional[OpenedStorage] = None
         for match, (values, _loc) in persistence.image.settings.items():
             self.settings.set(match, AddressSettings.from_record(values))
         self._load(persistence.image)
@@ -113,32 +115,34 @@ class Broker:
             The broker; ``broker.recovery_report`` says what recovery found and did.
 
         Raises:
-            DirectoryLockedError: another opener holds the directory.
-            CorruptJournalError: journal damage that is not a torn tail (names file, offset).
+            DirectoryLockedError: another opener holds the directory (this process or another).
+            InvalidArgumentError: a bad ``address_settings`` entry (match pattern or value);
+                checked before the directory is touched.
+            CorruptJournalError: journal damage that is not a torn tail, a missing segment
+                (``MissingSegmentError``), a journal that ends before what the index proves
+                durable (``JournalBehindError``): names the file and offset; nothing changed.
             JournalIOError: an OS error.
+            After any error nothing is held: the directory can be opened again at once.
         """
         fs = fs or OsFileSystem()
-        if index is None:
-            if isinstance(fs, OsFileSystem):
-                os.makedirs(directory, mode=0o700, exist_ok=True)
-                index = LmdbIndex(os.path.join(directory, INDEX_DIR))
-            else:
-                index = MemoryIndex()
-        options = journal_options or JournalOptions()
+        entries = {check_match(m, wildcard_syntax): _checked_settings(v)
+                   for m, v in (address_settings or {}).items()}
+        storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
+                               verify_journal, rebuild_index)
+        rec = storage.recovered
         try:
-            rec = recover(directory, options, fs, index, verify=verify_journal,
-                          rebuild=rebuild_index)
+            persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
+            broker = cls(persistence, rec.report, wildcard_syntax, clock)
+            broker._storage = storage
+            for match, values in entries.items():
+                if broker.settings.entries.get(match) != values:
+                    broker.set_address_settings(match, values)
+            if rec.report.rebuilt:
+                with broker.lock:
+                    broker._guard(persistence.checkpoint_quietly)
         except BaseException:
-            index.close()
+            storage.release()
             raise
-        persistence = Persistence(rec.journal, rec.image, index, checkpoint_records)
-        broker = cls(persistence, rec.report, wildcard_syntax, clock)
-        for match, values in (address_settings or {}).items():
-            if broker.settings.entries.get(match) != values:
-                broker.set_address_settings(match, values)
-        if rec.report.rebuilt:
-            with broker.lock:
-                broker._guard(persistence.checkpoint)
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
         return broker
@@ -183,13 +187,17 @@ class Broker:
         with self.lock:
             self._closed = True
             self._stop_reaper.set()
-            if self._failure is None:
-                try:
-                    self._p.checkpoint({"consumers": consumers})
-                except JournalError:
-                    pass
-            self._p.journal.close()
-            self._p.index.close()
+            try:
+                if self._failure is None:
+                    self._p.checkpoint_quietly({"consumers": consumers})
+            except JournalError:
+                pass  # the journal failed: nothing more to save; recovery runs at open
+            finally:
+                if self._storage is not None:
+                    self._storage.release()
+                else:
+                    self._p.journal.close()
+                    self._p.index.close()
 
     def __enter__(self) -> "Broker":
         return self
@@ -210,14 +218,16 @@ class Broker:
         try:
             return fn(*args)
         except JournalError as exc:
+            if self._closed:  # an operation raced close(): not a storage failure
+                raise IllegalStateError("the broker is closed") from exc
             self._failure = exc
             raise BrokerFailedError(exc) from exc
 
     def write(self, records: List[tuple]) -> Ticket:
         """Journal records and fold them (lock held); fail-stop on storage errors."""
         ticket = self._guard(self._p.write, records)
-        if self._p.checkpoint_due():
-            self._guard(self._p.checkpoint)
+        if self._p.checkpoint_due():  # an index failure is logged and retried, never raised
+            self._guard(self._p.checkpoint_quietly)
         return ticket
 
     def wait(self, ticket: Optional[Ticket]) -> None:
@@ -267,9 +277,11 @@ class Broker:
         """Add or replace the address-settings entry for wildcard ``match`` (journaled).
 
         Raises:
-            ValueError: a value out of range; nothing changed.
+            InvalidArgumentError: a bad pattern (seed 004 §4.17: words, ``#`` at the end) or a
+                value of the wrong type or range; nothing changed.
         """
-        settings.validated()
+        match = check_match(match, self.settings.syntax)
+        settings = _checked_settings(settings)
         with self.lock:
             self.check_open()
             ticket = self.write([(RecordKind.SETTINGS,
@@ -297,10 +309,9 @@ class Broker:
         new messages keep the queue from growing until it shrinks by consumption).
 
         Raises:
-            QueueNotFoundError. ValueError: ring_size < -1.
+            QueueNotFoundError. InvalidArgumentError: ring_size not an int in -1..2**63-1.
         """
-        if ring_size < -1:
-            raise ValueError("ring_size is -1 (no limit) or >= 0")
+        check_int("ring_size", ring_size, -1, TIME_MAX)
         from engine.policies import build_policies
         with self.lock:
             self.check_open()
@@ -329,10 +340,11 @@ class Broker:
 
         Raises:
             InvalidNameError: bad name (004 §4.1). AlreadyExistsError. RoutingTypeError: no
-            routing type given.
+            routing type given. InvalidArgumentError: not RoutingType values.
         """
         check_name(name)
-        rts = {RoutingType(r) for r in routing_types}
+        rts = _routing_types(routing_types)
+        check_bool("auto_created", auto_created)
         if not rts:
             raise RoutingTypeError("an address needs at least one routing type (004 §4)")
         with self.lock:
@@ -368,7 +380,7 @@ class Broker:
         """Create a queue on an existing address (journaled when durable).
 
         Raises:
-            InvalidNameError, ValueError: bad configuration. AddressNotFoundError.
+            InvalidNameError, InvalidArgumentError: bad configuration. AddressNotFoundError.
             AlreadyExistsError: a queue of that name exists (queue names are broker-wide).
             RoutingTypeError: the address does not support the queue's routing type.
         """
@@ -459,8 +471,22 @@ class Broker:
         with self.lock:
             return sorted(self.addresses)
 
+    def statistics(self) -> BrokerStatistics:
+        """Counts, the journal's counters and the index's health (failed checkpoints)."""
+        with self.lock:
+            p = self._p
+            return BrokerStatistics(len(self.addresses), len(self.queues), len(self.messages),
+                                    p.journal.statistics(), p.last_checkpoint_lsn,
+                                    p.checkpoint_failures, p.last_checkpoint_error,
+                                    self._failure is not None)
+
     def checkpoint(self) -> int:
-        """Write an index checkpoint now; returns its LSN."""
+        """Write an index checkpoint now; returns its LSN.
+
+        Raises:
+            IndexInvalidError: the index could not be written (nothing else changes; the
+                journal still holds everything). BrokerFailedError, IllegalStateError.
+        """
         with self.lock:
             self.check_open()
             return self._guard(self._p.checkpoint)
@@ -494,3 +520,18 @@ class Broker:
             s = Session(self, transacted)
             self.sessions.append(s)
             return s
+
+
+def _checked_settings(settings: object) -> AddressSettings:
+    if not isinstance(settings, AddressSettings):
+        raise InvalidArgumentError("address settings", f"an AddressSettings is needed, not "
+                                                       f"{type(settings).__name__}")
+    return settings.validated()
+
+
+def _routing_types(values: Iterable[object]) -> Set[RoutingType]:
+    try:
+        return {RoutingType(r) for r in values}
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("routing_types", f"{values!r}: each is RoutingType.ANYCAST "
+                                                    f"or MULTICAST") from None

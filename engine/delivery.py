@@ -27,7 +27,10 @@ from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeE
 from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.queue import MessageRef, Queue, StoredMessage, kept_body
-from journal import Ticket
+import msgpack
+
+from journal import RecordTooLargeError, Ticket
+from journal.format import FRAME_OVERHEAD
 from recovery import schema
 from recovery.schema import AckReason, RecordKind
 
@@ -140,12 +143,52 @@ class Placement:
 
 
 def send(broker: "Broker", dest: Destination, messages: Sequence[Message]) -> Optional[Ticket]:
-    """Route and place messages; journal the durable ones in one write."""
-    placement = Placement(broker)
-    for msg in messages:
-        addr, queues = route(broker, dest)
-        placement.add(addr.name, queues, msg)
-    return placement.write()
+    """Route and place messages; journal the durable ones, in as few writes as the record
+    size limit allows (tickets complete in order, so the last one covers them all).
+
+    Raises:
+        AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (one
+            message exceeds the journal's record size): before anything is placed.
+    """
+    routed = [(route(broker, dest), msg) for msg in messages]
+    ticket = None
+    for chunk in _chunks(broker, routed):
+        placement = Placement(broker)
+        for (addr, queues), msg in chunk:
+            placement.add(addr.name, queues, msg)
+        ticket = placement.write() or ticket
+    return ticket
+
+
+# bytes a MESSAGE payload adds beyond its body, address, properties and queue ids (keys, times,
+# ids), and an ACK payload a policy may add for it (ring eviction, last-value replacement)
+MESSAGE_OVERHEAD = 128
+ACK_BOUND = 64
+
+
+def record_bound(address: str, queues: int, msg: Message) -> int:
+    """An upper bound of the bytes ``msg`` adds to the record that journals it."""
+    props = len(msgpack.packb(msg.properties, use_bin_type=True))
+    return (len(msg.body) + props + len(address.encode("utf-8")) + 9 * queues +
+            MESSAGE_OVERHEAD + ACK_BOUND)
+
+
+def _chunks(broker: "Broker", routed: List[Tuple[Tuple["Address", List[Queue]], Message]]
+            ) -> List[List[Tuple[Tuple["Address", List[Queue]], Message]]]:
+    limit = broker.persistence.journal.options.max_frame() - FRAME_OVERHEAD
+    chunks: List[List[Tuple[Tuple["Address", List[Queue]], Message]]] = [[]]
+    size = 0
+    for item in routed:
+        (addr, queues), msg = item
+        n = record_bound(addr.name, len(queues), msg)
+        if n > limit:
+            raise RecordTooLargeError(n + FRAME_OVERHEAD, limit + FRAME_OVERHEAD)
+        if size + n > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(item)
+        size += n
+    return chunks
 
 
 def forget(broker: "Broker", ref: MessageRef, why: str) -> None:
@@ -286,10 +329,20 @@ def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
 def commit(broker: "Broker", sends: Sequence[Tuple[Destination, Message]],
            acks: Sequence[Removal]) -> Optional[Ticket]:
     """Apply a transaction: every send and ack, and what policies decide for the sends, in one
-    TX record (durable parts), then in memory. Routing happens now, at commit."""
+    TX record (durable parts), then in memory. Routing happens now, at commit.
+
+    Raises:
+        AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (the
+            transaction does not fit one record): nothing of the transaction is applied.
+    """
+    routed = [(route(broker, dest), msg) for dest, msg in sends]
+    size = sum(record_bound(addr.name, len(queues), msg) for (addr, queues), msg in routed)
+    size += ACK_BOUND * len(acks)
+    limit = broker.persistence.journal.options.max_frame()
+    if size + FRAME_OVERHEAD > limit:
+        raise RecordTooLargeError(size + FRAME_OVERHEAD, limit)
     placement = Placement(broker)
-    for dest, msg in sends:
-        addr, queues = route(broker, dest)
+    for (addr, queues), msg in routed:
         placement.add(addr.name, queues, msg)
     ack_payloads = [schema.ack(ref.queue.id, ref.msg.mid, reason) for ref, reason in acks
                     if ref.journaled and not ref.queue.non_destructive]

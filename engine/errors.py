@@ -76,3 +76,18 @@ class BrokerFailedError(EngineError):
         self.cause = cause
         super().__init__(f"the broker stopped after a storage failure: {cause}",
                          hint="close it and reopen the directory; recovery runs at open")
+
+
+class InvalidArgumentError(EngineError, ValueError, TypeError):
+    """A value handed to mqstore is of the wrong type or out of range (a message field, a
+    queue or settings value, a window...). Raised before anything is written: the store and the
+    broker are unchanged and keep serving. Also a ``ValueError`` and a ``TypeError``, for
+    callers that caught those.
+
+    Attributes:
+        field: what was wrong (``"priority"``, ``"properties['k']"``...).
+    """
+
+    def __init__(self, field: str, why: str) -> None:
+        self.field = field
+        super().__init__(f"invalid {field}: {why}")

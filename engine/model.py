@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from engine.errors import InvalidNameError
+from engine.errors import InvalidArgumentError, InvalidNameError
+from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
+                           check_text)
 
 
 class RoutingType(str, enum.Enum):
@@ -32,7 +34,8 @@ class Message:
 
     Attributes:
         body: the payload bytes (str is encoded as UTF-8).
-        properties: application properties; values are str, int, float, bool, bytes or None.
+        properties: application properties; values are str, int (-2**63..2**64-1), float,
+            bool, bytes or None.
         durable: persistent; journaled when it reaches a durable queue (seed 002, "Durable
             queues").
         priority: 0-9 (JMS), default 4.
@@ -52,18 +55,32 @@ class Message:
     address: str = ""
 
     def __post_init__(self) -> None:
-        if isinstance(self.body, str):
-            self.body = self.body.encode("utf-8")
-        if not isinstance(self.body, (bytes, bytearray, memoryview)):
-            raise TypeError(f"message body must be bytes or str, not {type(self.body).__name__}")
-        self.body = bytes(self.body)
-        if not 0 <= int(self.priority) <= 9:
-            raise ValueError(f"priority must be 0-9, not {self.priority}")
-        for key, value in self.properties.items():
-            if not isinstance(key, str) or not isinstance(value, (str, int, float, bool, bytes,
-                                                                  type(None))):
-                raise TypeError(f"property {key!r}: keys are str and values str, int, float, "
-                                f"bool, bytes or None")
+        self.body = check_body(self.body)
+        self.properties = check_properties(self.properties)
+        self._check_fields()
+
+    def _check_fields(self) -> None:
+        check_bool("durable", self.durable)
+        check_int("priority", self.priority, 0, 9)
+        check_int("expiration", self.expiration, 0, TIME_MAX)
+        check_int("timestamp", self.timestamp, 0, TIME_MAX)
+
+    def checked(self) -> "Message":
+        """A private, validated copy of this message, taken when it is sent: fields changed
+        after construction are checked again, and changes after the send cannot reach what is
+        journaled (issue 11: a record that cannot be read back is never written).
+
+        Raises:
+            InvalidArgumentError: a field of the wrong type or out of range (body not bytes or
+                str, a property value not str/int/float/bool/bytes/None or an int outside
+                msgpack's range, priority not 0-9, a time not 0..2**63-1 ms); nothing sent.
+        """
+        copy = Message.__new__(Message)
+        copy.__dict__.update(self.__dict__)
+        copy.body = check_body(self.body)
+        copy.properties = check_properties(self.properties)
+        copy._check_fields()
+        return copy
 
 
 @dataclass(frozen=True)
@@ -177,20 +194,52 @@ class ReceivedMessage:
         return self.delivery_count > 1
 
 
+@dataclass(frozen=True)
+class BrokerStatistics:
+    """A snapshot of one broker's state and storage health (``Broker.statistics()``).
+
+    Attributes:
+        addresses, queues, messages: how many there are now.
+        journal: the journal's counters (segments, records, fsyncs, failed...).
+        checkpoint_lsn: LSN of the last index checkpoint written (0: none since open).
+        checkpoint_failures: index checkpoints that failed since open (logged, retried).
+        last_checkpoint_error: the last such failure's text, "" when none.
+        failed: the broker stopped after a storage failure (reopen to recover).
+    """
+
+    addresses: int
+    queues: int
+    messages: int
+    journal: Any
+    checkpoint_lsn: int
+    checkpoint_failures: int
+    last_checkpoint_error: str
+    failed: bool
+
+
 def check_queue_config(config: QueueConfig) -> None:
     """Validate a queue configuration.
 
     Raises:
-        InvalidNameError: bad names. ValueError: bad max_consumers.
+        InvalidNameError: bad names. InvalidArgumentError: a value of the wrong type or out of
+            range (max_consumers -1 or 1..2**63-1, ring_size -1..2**63-1, flags bools,
+            last_value_key a non-empty str).
     """
     from engine.names import check_name
     check_name(config.name)
     check_name(config.address)
     if not isinstance(config.routing_type, RoutingType):
-        raise InvalidNameError(str(config.routing_type), "routing type is anycast or multicast")
-    if config.max_consumers < -1 or config.max_consumers == 0:
-        raise ValueError("max_consumers is -1 (no limit) or at least 1")
-    if config.ring_size is not None and config.ring_size < -1:
-        raise ValueError("ring_size is -1 (no limit) or >= 0")
-    if config.last_value_key is not None and not config.last_value_key:
-        raise ValueError("last_value_key is a non-empty property name")
+        raise InvalidArgumentError("routing_type", f"{config.routing_type!r} is not "
+                                                   f"RoutingType.ANYCAST or MULTICAST")
+    if check_int("max_consumers", config.max_consumers, -1, TIME_MAX) == 0:
+        raise InvalidArgumentError("max_consumers", "-1 (no limit) or at least 1")
+    if config.ring_size is not None:
+        check_int("ring_size", config.ring_size, -1, TIME_MAX)
+    for name in ("durable", "auto_created", "last_value"):
+        check_bool(name, getattr(config, name))
+    for name in ("exclusive", "non_destructive"):
+        if getattr(config, name) is not None:
+            check_bool(name, getattr(config, name))
+    if config.last_value_key is not None and not check_text("last_value_key",
+                                                            config.last_value_key):
+        raise InvalidArgumentError("last_value_key", "a non-empty property name is needed")

@@ -27,7 +27,11 @@ def check_name(name: str) -> str:
             character (seed 004 §4.1).
     """
     if not isinstance(name, str) or not name:
-        raise InvalidNameError(str(name), "a name is a non-empty string")
+        raise InvalidNameError(repr(name), "a name is a non-empty string")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidNameError(repr(name), "not valid Unicode (a lone surrogate)") from None
     if len(name) > MAX_NAME:
         raise InvalidNameError(name, f"longer than {MAX_NAME} characters")
     if any(ch.isspace() for ch in name):

@@ -12,6 +12,7 @@ reclaim horizon there.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
@@ -19,8 +20,11 @@ from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 from journal import Journal, Location, Ticket
 from recovery import Checkpoint, IndexStore, StoreImage
 from recovery.checkpoint import encode
+from recovery.errors import IndexInvalidError
 from recovery.image import MessageImage
 from recovery.schema import RecordKind
+
+log = logging.getLogger("mqstore")
 
 READ_CACHE = 8  # decoded records kept for body reads
 
@@ -79,6 +83,8 @@ class Persistence:
         self.checkpoint_records = checkpoint_records
         self.since_checkpoint = 0
         self.last_checkpoint_lsn = 0
+        self.checkpoint_failures = 0
+        self.last_checkpoint_error = ""
         self._cache: "OrderedDict[Location, Any]" = OrderedDict()
 
     def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
@@ -121,6 +127,29 @@ class Persistence:
         self.since_checkpoint = 0
         self.last_checkpoint_lsn = lsn
         return lsn
+
+    def checkpoint_quietly(self, extras: Optional[Dict[str, Any]] = None) -> int:
+        """``checkpoint``, but an index failure (ENOSPC, a damaged LMDB file...) is logged,
+        counted in ``checkpoint_failures``/``last_checkpoint_error`` and retried after another
+        ``checkpoint_records`` records, never raised: the index is a cache, and what the caller
+        did is already durable in the journal (issue 11). The reclaim horizon stays where the
+        last good checkpoint put it.
+
+        Returns:
+            The checkpoint's LSN, or 0 when it failed.
+
+        Raises:
+            JournalError: the journal itself failed (the caller fail-stops).
+        """
+        try:
+            return self.checkpoint(extras)
+        except (IndexInvalidError, OSError) as exc:
+            self.checkpoint_failures += 1
+            self.last_checkpoint_error = str(exc)
+            self.since_checkpoint = 0
+            log.warning("index checkpoint failed (it is retried later; the journal holds "
+                        "everything): %s", exc)
+            return 0
 
     def read_body(self, msg: MessageImage) -> bytes:
         """The body of a durable message, read from its record (broker lock held). Decoded

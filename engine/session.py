@@ -20,6 +20,7 @@ from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitEr
 from engine.model import Message, ReceivedMessage
 from engine.names import Destination, parse_destination
 from engine.queue import MessageRef, Queue
+from engine.values import TIME_MAX, check_int
 from journal import Ticket
 from recovery.schema import AckReason
 
@@ -234,8 +235,10 @@ class Session:
         ``address::queue``). Returns once it is durable (durable message on durable queues).
 
         Raises:
-            InvalidNameError, AddressNotFoundError, QueueNotFoundError, RoutingTypeError:
-                nothing sent. IllegalStateError: closed. BrokerFailedError.
+            InvalidNameError, AddressNotFoundError, QueueNotFoundError, RoutingTypeError,
+                InvalidArgumentError (a message field of the wrong type or range, checked at
+                the send), RecordTooLargeError: nothing sent, the session goes on.
+                IllegalStateError: closed. BrokerFailedError.
         """
         self.send_many(destination, [message])
 
@@ -246,6 +249,7 @@ class Session:
     def _send_begin(self, destination: str, messages: Sequence[Message]) -> Optional[Ticket]:
         """The locked part of a send; returns the ticket to wait on (or ``None``)."""
         dest = parse_destination(destination)
+        messages = [m.checked() for m in messages]  # private copies, validated now
         broker = self.broker
         with broker.lock:
             self._check()
@@ -265,10 +269,9 @@ class Session:
 
         Raises:
             QueueNotFoundError, InvalidNameError, ResourceLimitError (max-consumers reached),
-            ValueError (window < 1), IllegalStateError.
+            InvalidArgumentError (window not an int >= 1), IllegalStateError.
         """
-        if window < 1:
-            raise ValueError("window must be at least 1")
+        check_int("window", window, 1, TIME_MAX)
         q = self._resolve_queue(queue, create=True)
         with self.broker.lock:
             self._check()

@@ -16,7 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
+from engine.errors import InvalidArgumentError
 from engine.model import QueueConfig, RoutingType
+from engine.names import check_name
+from engine.values import TIME_MAX, check_bool, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
@@ -76,24 +79,69 @@ class AddressSettings:
         """Rebuild from ``to_record`` output (unknown keys are ignored).
 
         Raises:
-            ValueError: a value of the wrong type.
+            InvalidArgumentError: a value of the wrong type.
         """
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if "default_address_routing_type" in values:
-            values["default_address_routing_type"] = RoutingType(
-                values["default_address_routing_type"])
+            try:
+                values["default_address_routing_type"] = RoutingType(
+                    values["default_address_routing_type"])
+            except ValueError:
+                raise InvalidArgumentError("default_address_routing_type", "anycast or "
+                                           "multicast") from None
         return cls(**values).validated()
 
     def validated(self) -> "AddressSettings":
-        """Check value ranges. Raises ValueError."""
-        if self.default_ring_size is not None and self.default_ring_size < -1:
-            raise ValueError("default_ring_size is -1 (no limit) or >= 0")
-        if self.max_delivery_attempts is not None and self.max_delivery_attempts < -1:
-            raise ValueError("max_delivery_attempts is -1 (no limit) or >= 0")
-        if self.expiry_delay is not None and self.expiry_delay < -1:
-            raise ValueError("expiry_delay is -1 (off) or >= 0 ms")
+        """Check every value's type and range.
+
+        Raises:
+            InvalidArgumentError: ints out of range (default_ring_size, max_delivery_attempts,
+                expiry_delay: -1..2**63-1), flags that are not bools, an address name that
+                breaks seed 004 §4.1, a routing type that is not a ``RoutingType``.
+        """
+        for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), -1, TIME_MAX)
+        for name in ("default_last_value_queue", "default_non_destructive",
+                     "default_exclusive_queue", "auto_create_addresses", "auto_create_queues",
+                     "auto_delete_addresses", "auto_delete_queues"):
+            if getattr(self, name) is not None:
+                check_bool(name, getattr(self, name))
+        if self.default_last_value_key is not None and not check_text(
+                "default_last_value_key", self.default_last_value_key):
+            raise InvalidArgumentError("default_last_value_key", "a non-empty name is needed")
+        for name in ("dead_letter_address", "expiry_address"):
+            if getattr(self, name) is not None:
+                check_name(getattr(self, name))
+        rt = self.default_address_routing_type
+        if rt is not None and not isinstance(rt, RoutingType):
+            raise InvalidArgumentError("default_address_routing_type",
+                                       f"{rt!r} is not RoutingType.ANYCAST or MULTICAST")
         return self
+
+
+def check_match(match: object, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> str:
+    """``match`` if it is a valid address-settings pattern: a non-empty str of words, with the
+    any-words character (``#``) only as the last word (seed 004 §4.17: "use this at the end of
+    your expression") and wildcard characters only as whole words.
+
+    Raises:
+        InvalidArgumentError: nothing was changed.
+    """
+    text = check_text("address-settings match", match)
+    assert text is not None
+    words = text.split(syntax.delimiter)
+    if not text or any(not w for w in words):
+        raise InvalidArgumentError("address-settings match", f"{text!r} has an empty word")
+    for i, word in enumerate(words):
+        if (syntax.any_words in word or syntax.single_word in word) and len(word) > 1:
+            raise InvalidArgumentError("address-settings match", f"{text!r}: a wildcard "
+                                       f"character stands for a whole word")
+        if word == syntax.any_words and i != len(words) - 1:
+            raise InvalidArgumentError("address-settings match", f"{text!r}: "
+                                       f"{syntax.any_words!r} goes at the end (seed 004 §4.17)")
+    return text
 
 
 DEFAULTS = AddressSettings(default_ring_size=-1, default_last_value_key=None,

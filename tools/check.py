@@ -82,6 +82,8 @@ def _check_open(directory: str) -> List[Finding]:
     from tools.offline import OfflineStore
     try:
         OfflineStore(directory).close()
+    except MalformedRecordError as exc:  # CRC-valid, but recovery cannot fold it
+        return [Finding("error", exc.path, exc.offset, f"malformed record: {exc.reason}")]
     except MissingSegmentError as exc:
         return [Finding("error", path, None, "missing: the journal's manifest lists it")
                 for path in exc.missing]

@@ -1,0 +1,81 @@
+"""Checks of the plain values callers hand in, before anything is written.
+
+Everything a record will hold is checked here at the moment it is journaled (or frozen into a
+private copy then), so a record that cannot be read back can never be written: ints fit the
+journal's msgpack encoding, strings are valid Unicode (no lone surrogates), property values are
+of the types a JMS/AMQP message property can hold. Every failure is an ``InvalidArgumentError``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional
+
+from engine.errors import InvalidArgumentError
+
+INT_MIN = -(1 << 63)          # msgpack's signed range
+UINT_MAX = (1 << 64) - 1      # msgpack's unsigned range
+TIME_MAX = (1 << 63) - 1      # ms since the epoch, and other counts that are never negative
+
+
+def check_int(field: str, value: Any, lo: int, hi: int) -> int:
+    """``value`` if it is an ``int`` (not a bool) in ``lo..hi``, else InvalidArgumentError."""
+    if value.__class__ is bool or not isinstance(value, int):
+        raise InvalidArgumentError(field, f"an integer is needed, not {value!r}")
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(field, f"{value} is not in {lo}..{hi}")
+    return int(value)
+
+
+def check_bool(field: str, value: Any) -> bool:
+    """``value`` if it is a bool, else InvalidArgumentError."""
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(field, f"True or False is needed, not {value!r}")
+    return value
+
+
+def check_text(field: str, value: Any, optional: bool = False) -> Optional[str]:
+    """``value`` if it is a str that encodes as UTF-8 (``None`` too when ``optional``)."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise InvalidArgumentError(field, f"a string is needed, not {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(field, "the string is not valid Unicode "
+                                          "(a lone surrogate)") from None
+    return str(value)
+
+
+def check_body(value: Any) -> bytes:
+    """The body as bytes: bytes-like, or a str encoded as UTF-8."""
+    if isinstance(value, str):
+        return check_text("body", value).encode("utf-8")  # type: ignore[union-attr]
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise InvalidArgumentError("body", f"bytes or str is needed, not "
+                                           f"{type(value).__name__}")
+    return bytes(value)
+
+
+def check_properties(value: Any) -> Dict[str, Any]:
+    """A private copy of a property map: str keys; values None, bool, int (msgpack range),
+    float, str or bytes (the types of JMS/AMQP application properties)."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError("properties", f"a dict is needed, not "
+                                                 f"{type(value).__name__}")
+    out: Dict[str, Any] = {}
+    for key, item in value.items():
+        check_text("property name", key)
+        where = f"properties[{key!r}]"
+        if item is None or isinstance(item, (bool, float)):
+            out[key] = item
+        elif isinstance(item, int):
+            out[key] = check_int(where, item, INT_MIN, UINT_MAX)
+        elif isinstance(item, str):
+            out[key] = check_text(where, item)
+        elif isinstance(item, (bytes, bytearray, memoryview)):
+            out[key] = bytes(item)
+        else:
+            raise InvalidArgumentError(where, f"values are str, int, float, bool, bytes or "
+                                              f"None, not {type(item).__name__}")
+    return out
