@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Mapping, Optional, Tuple
 
-from engine.errors import InvalidArgumentError, InvalidNameError
+from engine.errors import InvalidArgumentError
 from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
                            check_text)
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
 
-from engine.errors import AddressNotFoundError
+from engine.errors import AddressNotFoundError, QueueNotFoundError
 from engine.model import Message
 from engine.queue import MessageRef, StoredMessage, kept_body
+from engine.values import TIME_MAX, check_int
+from journal import RecordTooLargeError
+from journal.format import FRAME_OVERHEAD
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -27,16 +30,28 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
     one wait for all items.
 
     Raises:
-        AddressNotFoundError, QueueNotFoundError: nothing restored.
+        AddressNotFoundError, QueueNotFoundError (also a queue of another address),
+        InvalidArgumentError (a message field, or a delivery count not an int >= 0),
+        RecordTooLargeError: nothing restored.
     """
-    from engine.delivery import serve_waiters
+    from engine.delivery import record_bound, serve_waiters
+    items = [(address, dict(counts), msg.checked()) for address, counts, msg in items]
+    limit = broker.persistence.journal.options.max_frame() - FRAME_OVERHEAD
     with broker.lock:
         broker.check_open()
         plans = []
         for address, counts, msg in items:
             if address not in broker.addresses:
                 raise AddressNotFoundError(address)
-            plans.append((address, [broker.find_queue(q) for q in counts], counts, msg))
+            queues = [broker.find_queue(q) for q in counts]
+            for q in queues:
+                check_int(f"delivery count on {q.name!r}", counts[q.name], 0, TIME_MAX)
+                if q.config.address != address:
+                    raise QueueNotFoundError(q.name, address)
+            size = record_bound(address, len(queues), msg)
+            if size > limit:
+                raise RecordTooLargeError(size + FRAME_OVERHEAD, limit + FRAME_OVERHEAD)
+            plans.append((address, queues, counts, msg))
         records: List[tuple] = []
         placed = []
         for address, queues, counts, msg in plans:

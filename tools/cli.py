@@ -12,6 +12,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from journal import MqStoreError
+
 console = Console()
 
 
@@ -32,7 +34,11 @@ def demo(directory: str, workers: int, batch: int, kill_at: float, limit: int) -
     """The main job: NYC flights 2013 through the store, killed with SIGKILL midway."""
     from tools.demo import print_report, run_demo
 
-    result = run_demo(directory, workers, batch, kill_at, limit, console)
+    try:
+        result = run_demo(directory, workers, batch, kill_at, limit, console)
+    except MqStoreError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        raise SystemExit(1)
     print_report(result, console)
     raise SystemExit(0 if all(result.checks.values()) else 1)
 

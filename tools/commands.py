@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence
@@ -165,8 +164,10 @@ def register(main: click.Group) -> None:
     @click.argument("file", type=click.Path(dir_okay=False))
     def export_cmd(directory: str, file: str) -> None:
         """The live state as JSON Lines (read-only)."""
+        from tools.offline import segment_files
         from tools.transfer import export_store
         try:
+            segment_files(directory)  # no output file for a directory that holds no store
             with progress_bar() as bar, open(file, "w", encoding="utf-8") as out:
                 task = bar.add_task("exporting messages", total=None)
                 n = export_store(directory, out, lambda k: bar.update(task, completed=k))
@@ -226,8 +227,11 @@ def register(main: click.Group) -> None:
         """Open the store, recover it, and report what recovery did."""
         from engine import Broker
         from journal import JournalOptions
-        if not os.path.isdir(os.path.join(directory, "journal")):
-            fail(MqStoreError(f"no mqstore journal in {directory}"))
+        from tools.offline import segment_files
+        try:
+            segment_files(directory)  # never create a store where there is none
+        except MqStoreError as exc:
+            fail(exc)
         start = time.monotonic()
         try:
             with console.status("recovering..."):
@@ -266,7 +270,9 @@ def register(main: click.Group) -> None:
     def compact(directory: str, force: bool) -> None:
         """Compact the journal and report segments and live bytes before and after."""
         from engine import Broker
+        from tools.offline import segment_files
         try:
+            segment_files(directory)  # never create a store where there is none
             broker = Broker.open(directory, expiry_scan_ms=0)
         except MqStoreError as exc:
             fail(exc)

@@ -25,6 +25,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from engine import Broker
+from journal import MqStoreError
 from tools import demo_job
 from tools.flights import load_flights, load_weather
 
@@ -107,8 +108,18 @@ def _phase1(directory: str, total: int, workers: int, batch: int, limit: int, ki
 
 def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float = 0.5,
              limit: int = 0, console: Console | None = None) -> DemoResult:
-    """Run the demo in ``directory`` (emptied first); see the module docstring."""
+    """Run the demo in ``directory`` (emptied first); see the module docstring.
+
+    Raises:
+        MqStoreError: ``directory`` holds something that is not an mqstore store (it is left
+            untouched: the demo only ever replaces a store, an earlier demo's).
+    """
     console = console or Console()
+    directory = os.path.abspath(directory)  # the child process runs from the repository
+    if os.path.exists(directory) and os.listdir(directory) and not os.path.isdir(
+            os.path.join(directory, "journal")):
+        raise MqStoreError(f"{directory} is not empty and holds no mqstore store",
+                           hint="give a new directory, an empty one, or an earlier demo's")
     flights = load_flights(limit)
     total = len(flights)
     shutil.rmtree(directory, ignore_errors=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 from typing import Any, Callable, Dict, IO, Iterator, List, Optional, Tuple
 
 from engine import Broker, Message, QueueConfig, RoutingType
@@ -25,11 +26,6 @@ FORMAT = "mqstore-export/1"
 def _enc_props(props: Dict[str, Any]) -> Dict[str, Any]:
     return {k: ({"$bytes": base64.b64encode(v).decode()} if isinstance(v, (bytes, bytearray))
                 else v) for k, v in props.items()}
-
-
-def _dec_props(props: Dict[str, Any]) -> Dict[str, Any]:
-    return {k: (base64.b64decode(v["$bytes"]) if isinstance(v, dict) and "$bytes" in v else v)
-            for k, v in props.items()}
 
 
 def export_lines(store: OfflineStore) -> Iterator[Dict[str, Any]]:
@@ -74,51 +70,137 @@ def export_store(directory: str, out: IO[str],
     return n
 
 
+class ImportFormatError(MqStoreError):
+    """A line of an export file is not what ``mqstore import`` reads (bad JSON, a missing or
+    mistyped field, undecodable base64, an unknown ``type``, a negative delivery count).
+
+    Attributes:
+        line: the 1-based line number.
+    """
+
+    def __init__(self, line: int, why: str) -> None:
+        self.line = line
+        super().__init__(f"line {line} of the export: {why}",
+                         hint="nothing was imported; fix or re-create the export file")
+
+
+def _b64(text: Any) -> bytes:
+    if not isinstance(text, str):
+        raise TypeError("base64 text is needed")
+    return base64.b64decode(text, validate=True)
+
+
+def _dec_props(props: Any) -> Dict[str, Any]:
+    if not isinstance(props, dict):
+        raise TypeError("properties is an object")
+    return {k: (_b64(v["$bytes"]) if isinstance(v, dict) and set(v) == {"$bytes"} else v)
+            for k, v in props.items()}
+
+
+def parse_line(number: int, text: str) -> Tuple[str, Any]:
+    """One export line as an operation: ("header", None), ("settings", (match, settings)),
+    ("address", (name, routing types, auto)), ("queue", QueueConfig) or ("message",
+    (address, {queue: delivery count}, Message)); field values are checked as the broker
+    checks them.
+
+    Raises:
+        ImportFormatError: names the line and what is wrong.
+    """
+    try:
+        line = json.loads(text)
+        if not isinstance(line, dict):
+            raise TypeError("a line is a JSON object")
+        kind = line.get("type")
+        if number == 1 or kind == "header":
+            if number != 1 or kind != "header" or line.get("format") != FORMAT:
+                raise ValueError(f"not an mqstore export header ({text[:60]!r})")
+            return "header", None
+        if kind == "settings":
+            return kind, (line["match"], AddressSettings.from_record(line["settings"]))
+        if kind == "address":
+            return kind, (line["name"], {RoutingType(r) for r in line["routing_types"]},
+                          line["auto_created"])
+        if kind == "queue":
+            return kind, QueueConfig.from_record(line["name"], line["address"],
+                                                 line["routing_type"], line["config"])
+        if kind == "message":
+            counts = line["queues"]
+            if not isinstance(counts, dict) or not counts or any(
+                    type(c) is not int or c < 0 for c in counts.values()):
+                raise ValueError("queues maps each queue to a delivery count >= 0")
+            msg = Message(_b64(line["body"]), _dec_props(line["properties"]), True,
+                          line["priority"], line["expiration"], line["timestamp"])
+            return kind, (line["address"], counts, msg)
+        raise ValueError(f"unknown type {kind!r}")
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:  # json, base64, fields
+        why = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise ImportFormatError(number, why) from None
+
+
 def import_store(lines: IO[str], directory: str,
                  progress: Optional[Callable[[int], None]] = None, batch: int = 1000) -> int:
-    """Create a store in ``directory`` (which must hold none) from an export.
+    """Create a store in ``directory`` (missing or empty) from an export. The store is built
+    in a temporary directory beside it and renamed into place at the end, so a failure leaves
+    nothing behind and a retry can run at once.
 
     Returns:
         The number of messages imported.
 
     Raises:
-        MqStoreError: the directory holds a store, or the file is not an export.
+        MqStoreError: ``directory`` is not empty. ImportFormatError: a bad line. Any error of
+            the broker for a value it refuses (a queue of another address...). Nothing is
+            created in any of these cases.
     """
-    if os.path.exists(os.path.join(directory, "journal")):
-        raise MqStoreError(f"{directory} already holds a store",
+    if os.path.exists(directory) and (not os.path.isdir(directory) or os.listdir(directory)):
+        raise MqStoreError(f"{directory} is not an empty directory",
                            hint="import into an empty or new directory")
+    target = os.path.abspath(directory)
+    tmp = f"{target}.import-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        n = _build(lines, tmp, progress, batch)
+        if os.path.exists(target):
+            os.rmdir(target)  # empty, checked above
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return n
+
+
+def _build(lines: IO[str], directory: str, progress: Optional[Callable[[int], None]],
+           batch: int) -> int:
     broker = Broker.open(directory, expiry_scan_ms=0)
     n = 0
     pending: List[Tuple[str, Dict[str, int], Message]] = []
+    seen_header = False
     try:
         for number, text in enumerate(lines, 1):
             if not text.strip():
                 continue
-            line = json.loads(text)
-            kind = line.get("type")
-            if number == 1 and (kind != "header" or line.get("format") != FORMAT):
-                raise MqStoreError(f"not an mqstore export (line 1 is {text[:60]!r})")
+            kind, op = parse_line(number, text)
+            seen_header = True
             if kind == "settings":
-                broker.set_address_settings(line["match"],
-                                            AddressSettings.from_record(line["settings"]))
+                broker.set_address_settings(*op)
             elif kind == "address":
-                broker.create_address(line["name"], {RoutingType(r) for r in
-                                                     line["routing_types"]},
-                                      auto_created=line["auto_created"])
+                broker.create_address(op[0], op[1], auto_created=op[2])
             elif kind == "queue":
-                broker.create_queue(QueueConfig.from_record(line["name"], line["address"],
-                                                            line["routing_type"],
-                                                            line["config"]))
+                broker.create_queue(op)
             elif kind == "message":
-                msg = Message(base64.b64decode(line["body"]), _dec_props(line["properties"]),
-                              True, line["priority"], line["expiration"], line["timestamp"])
-                pending.append((line["address"], line["queues"], msg))
+                pending.append(op)
                 if len(pending) >= batch:
                     broker.restore_messages(pending)
                     n += len(pending)
                     pending = []
                     if progress:
                         progress(n)
+        if not seen_header:
+            raise ImportFormatError(1, "the file is empty")
         if pending:
             broker.restore_messages(pending)
             n += len(pending)
