@@ -1,0 +1,70 @@
+"""The index is a cache and never on a caller's success path (issue 11, defect 6): a failing
+index write is logged and counted, every send, receive and ack still succeeds exactly once, and
+``close()`` always releases the store."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+
+from engine import Broker, Message, QueueConfig
+from recovery import MemoryIndex
+from recovery.errors import IndexInvalidError
+
+
+class FullIndex(MemoryIndex):
+    """An index whose writes fail as LMDB's do on a full disk, while ``full`` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.full = True
+        self.closed = False
+
+    def write_tables(self, tables) -> None:
+        if self.full:
+            raise IndexInvalidError(f"LMDB write failed: {OSError(errno.ENOSPC, 'No space')}")
+        super().write_tables(tables)
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_failing_checkpoint_is_not_a_failed_send_and_close_releases(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    index = FullIndex()
+    b = Broker.open(d, index=index, checkpoint_records=3, expiry_scan_ms=0)
+    b.create_address("q")
+    b.create_queue(QueueConfig("q", "q"))
+    with b.session() as s:
+        for i in range(10):
+            s.send("q", Message(str(i)))  # checkpoints fall due and fail: no error here
+        c = s.create_consumer("q")
+        for i in range(10):
+            d_ = c.receive(1)
+            assert d_.message.body == str(i).encode()
+            d_.ack()
+    stats = b.statistics()
+    assert stats.checkpoint_failures >= 3 and "No space" in stats.last_checkpoint_error
+    assert not stats.failed
+    b.close()  # its checkpoint fails too, and it still lets go
+    assert index.closed
+    b2 = Broker.open(d, expiry_scan_ms=0)  # the store is free, and the journal has it all
+    try:
+        assert b2.queue_info("q").message_count == 0
+        assert b2.queue_info("q").name == "q"
+    finally:
+        b2.close()
+
+
+def test_checkpoints_resume_when_the_index_is_writable_again(tmp_path: Path) -> None:
+    index = FullIndex()
+    b = Broker.open(str(tmp_path / "s"), index=index, checkpoint_records=2, expiry_scan_ms=0)
+    b.create_address("q")
+    b.create_queue(QueueConfig("q", "q"))
+    with b.session() as s:
+        s.send_many("q", [Message(b"a"), Message(b"b")])
+        index.full = False
+        for _ in range(3):
+            s.send("q", Message(b"c"))
+    assert index.current is not None and b.statistics().checkpoint_lsn > 0
+    b.close()
