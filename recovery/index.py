@@ -4,6 +4,9 @@ The index is a cache of the journal (ZODB FileStorage's model): a checkpoint is 
 LMDB transaction, synced once per checkpoint (never per operation: the journal is what is
 fsynced), and checked before it is trusted (``recovery.checkpoint.decode``, then the catalogue
 against the journal). A missing, stale or damaged index is rebuilt from the journal alone.
+Before LMDB maps an existing file, ``recovery.lmdbcheck`` checks its meta pages against its size
+and its whole-file checksum: a damaged file is never mapped (LMDB would crash the process on
+it) but removed and rebuilt, and ``discarded`` says why.
 LMDB does its own file I/O through mmap, so it cannot sit behind the journal's file-system seam;
 under a ``SimulatedFileSystem`` the store uses ``MemoryIndex``, whose ``crash()`` keeps the last
 checkpoint or none, which is what a power cut can leave of a cache.
@@ -19,6 +22,7 @@ from typing import List, Optional, Tuple
 
 from recovery.checkpoint import TABLES, Checkpoint, Tables, decode, encode
 from recovery.errors import IndexInvalidError
+from recovery.lmdbcheck import CHECKSUM_FILE, DATA_FILE, precheck, write_checksum
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
 
@@ -45,8 +49,13 @@ class IndexStore(ABC):
     def close(self) -> None:
         """Release resources."""
 
+    discarded = ""  # why an existing index was found damaged and not used ("" when it was not)
+
     def load(self) -> Tuple[Optional[Checkpoint], str]:
-        """The stored checkpoint, verified, or ``(None, why not)``."""
+        """The stored checkpoint, verified, or ``(None, why not)``; never raises for what the
+        stored bytes hold (any decoding failure is a reason to rebuild)."""
+        if self.discarded:
+            return None, f"index damaged: {self.discarded}"
         try:
             tables = self.read_tables()
             if tables is None:
@@ -54,6 +63,8 @@ class IndexStore(ABC):
             return decode({k: v.items() for k, v in tables.items()}), ""
         except IndexInvalidError as exc:
             return None, exc.reason
+        except Exception as exc:  # bytes that passed LMDB but not the decoder  # noqa: BLE001
+            return None, f"index damaged: {type(exc).__name__}: {exc}"
 
     def save(self, checkpoint: Checkpoint) -> None:
         """Store ``checkpoint`` (replacing the previous one)."""
@@ -77,8 +88,31 @@ class LmdbIndex(IndexStore):
         self._env = None
         if not read_only:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        if os.path.exists(os.path.join(directory, "data.mdb")) or not read_only:
-            self._open()
+        exists = os.path.exists(os.path.join(directory, DATA_FILE))
+        if exists:
+            try:
+                self.discarded = precheck(directory) or ""
+            except OSError as exc:
+                self.discarded = f"the index file cannot be read: {exc}"
+        if self.discarded and not read_only:
+            self._wipe()  # never mapped: rebuilt from the journal
+        if (exists and not self.discarded) or not read_only:
+            try:
+                self._open()
+            except IndexInvalidError as exc:
+                if read_only:
+                    self.discarded = exc.reason
+                    return
+                self.discarded = self.discarded or exc.reason
+                self._wipe()
+                self._open()
+
+    def _wipe(self) -> None:
+        for name in (DATA_FILE, "lock.mdb", CHECKSUM_FILE):
+            try:
+                os.unlink(os.path.join(self.directory, name))
+            except FileNotFoundError:
+                pass
 
     def _open(self) -> None:
         lmdb = self._lmdb
@@ -122,6 +156,10 @@ class LmdbIndex(IndexStore):
                     cur.putmulti(sorted(tables[name].items()), append=True)
         except lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB write failed: {exc}") from exc
+        try:
+            write_checksum(self.directory)  # what the next open checks before mapping
+        except OSError as exc:
+            raise IndexInvalidError(f"writing the index checksum failed: {exc}") from exc
 
     def destroy(self) -> None:
         self.close()

@@ -1,0 +1,148 @@
+"""Checks of the LMDB index file before LMDB maps it, so a damaged file cannot crash the host.
+
+LMDB trusts its file: a truncated ``data.mdb`` makes reads through the map fault with SIGBUS,
+a zeroed page trips an assertion (SIGABRT), and neither can be caught in Python. The index is a
+rebuildable cache (ZODB FileStorage's model), so it is checked first and, when it fails, never
+mapped but rebuilt from the journal:
+
+1. the two meta pages (LMDB 0.9 layout below): a valid magic and version, and a file at least as
+   long as the newest meta page's last page says (truncation);
+2. a checksum of the whole file (``data.crc``) written after every checkpoint commit (the
+   checkpoint rewrites the index whole, so this costs one read of it): any byte changed since,
+   by damage at rest or a write cut short, fails the check.
+
+LMDB 0.9 meta page (64-bit; one at offset 0 and one at ``page_size``), the fields read here::
+
+    offset size field
+    16     4    mm_magic        0xBEEFC0DE
+    20     4    mm_version      1
+    40     4    page size       (mm_dbs[FREE_DBI].md_pad)
+    136    8    mm_last_pg      last page number in use
+    144    8    mm_txnid        the meta page with the higher txnid is the current one
+
+Checksum file ``data.crc`` (24 bytes)::
+
+    0      8    magic           b"MQSIDXC1"
+    8      8    size            u64, bytes of data.mdb
+    16     4    crc             u32, CRC-32C of data.mdb
+    20     4    crc             u32, CRC-32C of bytes 0..20
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from typing import Optional
+
+from journal.crc import crc32c
+
+DATA_FILE = "data.mdb"
+CHECKSUM_FILE = "data.crc"
+LMDB_MAGIC = 0xBEEFC0DE
+_META = struct.Struct("<II")
+_TAIL = struct.Struct("<QQ")
+_SUM = struct.Struct("<8sQI")
+SUM_MAGIC = b"MQSIDXC1"
+CHUNK = 16 << 20
+
+assert _SUM.size + 4 == 24
+
+
+def precheck(directory: str) -> Optional[str]:
+    """Why the LMDB file in ``directory`` must not be mapped, or ``None`` when it may be.
+
+    Raises:
+        OSError: the files cannot be read.
+    """
+    path = os.path.join(directory, DATA_FILE)
+    with open(path, "rb") as f:
+        head = f.read(2 * 65536)
+        size = os.fstat(f.fileno()).st_size
+        problem = _meta_problem(head, size)
+        if problem is not None:
+            return problem
+        stored = _stored_checksum(directory)
+        if stored is None:
+            return "no valid checksum of the index file (written before it, or cut short)"
+        if stored[0] != size:
+            return f"the index file is {size} bytes, its checksum was taken at {stored[0]}"
+        f.seek(0)
+        value = 0
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            value = crc32c(chunk, value)
+    if value != stored[1]:
+        return "the index file changed since its last checkpoint (checksum mismatch)"
+    return None
+
+
+def _meta_problem(head: bytes, size: int) -> Optional[str]:
+    best = None
+    for offset in (0, _page_size(head)):
+        if offset is None or len(head) < offset + 152:
+            continue
+        magic, version = _META.unpack_from(head, offset + 16)
+        if magic != LMDB_MAGIC or version != 1:
+            continue
+        last_pg, txnid = _TAIL.unpack_from(head, offset + 136)
+        if best is None or txnid > best[1]:
+            best = (last_pg, txnid)
+    psize = _page_size(head)
+    if best is None or psize is None:
+        return "the index file has no valid LMDB meta page"
+    if size < (best[0] + 1) * psize:
+        return (f"the index file is {size} bytes but its meta page needs "
+                f"{(best[0] + 1) * psize}: it was truncated")
+    return None
+
+
+def _page_size(head: bytes) -> Optional[int]:
+    if len(head) < 44:
+        return None
+    psize = struct.unpack_from("<I", head, 40)[0]
+    return psize if psize in (4096, 8192, 16384, 32768, 65536) else None
+
+
+def _stored_checksum(directory: str) -> Optional[tuple]:
+    try:
+        with open(os.path.join(directory, CHECKSUM_FILE), "rb") as f:
+            data = f.read(64)
+    except FileNotFoundError:
+        return None
+    if len(data) != 24 or struct.unpack_from("<I", data, 20)[0] != crc32c(data[:20]):
+        return None
+    magic, size, value = _SUM.unpack_from(data, 0)
+    return (size, value) if magic == SUM_MAGIC else None
+
+
+def write_checksum(directory: str) -> None:
+    """Checksum ``data.mdb`` as it is now (after a synced commit) into ``data.crc``: written
+    under a temporary name, fsynced, renamed, and the directory fsynced.
+
+    Raises:
+        OSError: the old checksum may stay; it then fails the next check (a rebuild).
+    """
+    value = 0
+    with open(os.path.join(directory, DATA_FILE), "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while True:
+            chunk = f.read(CHUNK)
+            if not chunk:
+                break
+            value = crc32c(chunk, value)
+    body = _SUM.pack(SUM_MAGIC, size, value)
+    tmp = os.path.join(directory, CHECKSUM_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, body + struct.pack("<I", crc32c(body)))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, os.path.join(directory, CHECKSUM_FILE))
+    dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
