@@ -29,7 +29,7 @@ from engine.queue import MessageRef, Queue, StoredMessage
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
 from recovery import IndexStore, RecoveryReport, StoreImage
 from recovery import schema
-from recovery.schema import RecordKind
+from recovery.schema import AckReason, RecordKind
 
 
 @dataclass
@@ -74,6 +74,7 @@ class Broker:
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
         self._storage: Optional[OpenedStorage] = None
+        self._replaced_at_open: List[MessageRef] = []
         for match, (values, _loc) in persistence.image.settings.items():
             self.settings.set(match, AddressSettings.from_record(values))
         self._load(persistence.image)
@@ -134,6 +135,7 @@ class Broker:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
             broker = cls(persistence, rec.report, wildcard_syntax, clock)
             broker._storage = storage
+            broker._replace_returned()
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
@@ -160,8 +162,27 @@ class Broker:
             queue = Queue(qi.id, config)
             self._attach_queue(queue)
             for r in qi.refs.values():
-                queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
-                                           r.delivery_count, journaled=True))
+                displaced = queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
+                                                       r.delivery_count, journaled=True))
+                if displaced is not None:
+                    self._replaced_at_open.append(displaced)
+
+    def _replace_returned(self) -> None:
+        """Reopening ends every delivery, as cancelling would: a last-value message that was
+        in delivery when a newer one with its key arrived is replaced now, exactly as a cancel
+        does at run time, and the decision is journaled (an ACK, reason ``replaced``), so the
+        state after a crash is the state after a clean close (issue 11, defect 9)."""
+        from engine.delivery import forget
+        refs, self._replaced_at_open = self._replaced_at_open, []
+        if not refs:
+            return
+        with self.lock:
+            ticket = self.write([(RecordKind.ACK, schema.ack(r.queue.id, r.msg.mid,
+                                                             AckReason.REPLACED.value))
+                                 for r in refs if r.journaled])
+            for ref in refs:
+                forget(self, ref, AckReason.REPLACED.value)
+        self.wait(ticket)
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue

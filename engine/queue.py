@@ -172,19 +172,31 @@ class Queue:
             self.detach(ref)
         return removals
 
-    def load_tail(self, ref: MessageRef) -> None:
+    def load_tail(self, ref: MessageRef) -> Optional[MessageRef]:
         """Append a recovered reference as it was: policies are not re-run (their decisions
-        are in the journal), only their indexes learn of it."""
+        are in the journal), only their indexes learn of it.
+
+        Returns:
+            An older reference with the same last-value key, or ``None``. Only a message in
+            delivery when the newer one arrived survives that long, and reopening ends every
+            delivery as a cancel would: the caller replaces it, as ``return_to_head`` does at
+            run time (``LastValuePolicy.returned``), and journals that decision.
+        """
         self.mem_seq += 1
         ref.seq = self.mem_seq
         ref.in_queue = True
         self.ready.append(ref)
         ref.msg.refcount += 1
+        displaced = None
         for policy in self.policies:
             if hasattr(policy, "latest"):
                 value = policy._value(ref)
                 if value is not None:
+                    old = policy.latest.get(value)
+                    if old is not None and old is not ref and old.in_queue:
+                        displaced = old
                     policy.latest[value] = ref
+        return displaced
 
     def take(self) -> Optional[MessageRef]:
         """Pop the head reference, or ``None``."""

@@ -400,3 +400,30 @@ def test_a_decision_made_by_a_rollback_is_durable_when_it_returns() -> None:
     finally:
         crashed.close()
     b.close()
+
+
+@pytest.mark.parametrize("ending", ["close", "kill"])
+def test_last_value_state_is_the_same_after_a_crash_as_after_a_close(tmp_path: Path,
+                                                                     ending: str) -> None:
+    """v1 in delivery, v2 with the same key arrives: reopening ends the delivery as a cancel
+    does, so the queue holds [v2] whether the store was closed or killed (issue 11, defect 9)."""
+    d = tmp_path / "s"
+    b = open_broker(d)
+    b.create_address("lvq")
+    b.create_queue(QueueConfig("lvq", "lvq", last_value_key="k"))
+    s = b.session()
+    s.send("lvq", Message(b"v1", {"k": "a"}))
+    got = s.create_consumer("lvq").receive(1)
+    assert got.message.body == b"v1"
+    s.send("lvq", Message(b"v2", {"k": "a"}))
+    if ending == "close":
+        b.close()
+    else:
+        b._storage.release()  # what kill -9 leaves: no cancel, no checkpoint
+    for _ in range(2):  # and the decision holds at the next open too
+        b2 = open_broker(d)
+        try:
+            assert bodies(b2, "lvq") == ["v2"]
+            assert b2.queue_info("lvq").message_count == 1
+        finally:
+            b2.close()
