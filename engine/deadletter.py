@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
 
+from engine.autocreate import maybe_delete
 from engine.model import Message
 from engine.names import Destination
 from engine.queue import MessageRef
@@ -52,6 +53,8 @@ def move_out(broker: "Broker", items: Sequence[Tuple[MessageRef, str]]) -> Optio
     ticket = placement.write(acks, as_tx=True)
     for ref, reason in items:
         ops.forget(broker, ref, reason)
+    for queue in {ref.queue.id: ref.queue for ref, _r in items}.values():
+        maybe_delete(broker, queue)  # seed 004 §4.18: no consumers and no messages left
     return ticket
 
 

@@ -292,6 +292,25 @@ def test_auto_create_and_delete(tmp_path: Path) -> None:
         b.close()
 
 
+def test_an_auto_created_queue_whose_last_message_expires_is_deleted(tmp_path: Path) -> None:
+    """Seed 004 §4.18: deleted once it has no consumers and no messages, however the last
+    message left (issue 11, defect 13)."""
+    clock = Clock()
+    b = open_broker(tmp_path, clock=clock, address_settings={"auto.#": AddressSettings(
+        auto_create_addresses=True, auto_delete_addresses=True, auto_create_queues=True,
+        auto_delete_queues=True, default_address_routing_type=RoutingType.ANYCAST)})
+    try:
+        with b.session() as s:
+            s.send("auto.jobs", Message(b"j", expiration=clock.now + 1000))
+        assert "auto.jobs" in b.queue_names()
+        clock.now += 2000
+        assert b.expire_messages() == 1
+        assert "auto.jobs" not in b.queue_names()
+        assert "auto.jobs" not in b.address_names()
+    finally:
+        b.close()
+
+
 # -- dead letters and expiry (seed 004 §4.9.6.4, §4.17) -------------------------------------------
 def test_max_delivery_attempts_moves_to_dead_letter_address(broker: Broker) -> None:
     broker.create_address("DLA")
