@@ -58,11 +58,18 @@ def _body_text(body: Optional[bytes]) -> str:
         return body[:32].hex() + ("..." if len(body) > 32 else "")
 
 
-def _listing(directory: str, rows_of: Any) -> List[Dict[str, Any]]:
-    """Rows read from the store opened read-only (exit 1 on an mqstore error)."""
+SALVAGE = click.option("--salvage", is_flag=True, help="Read a damaged store: skip damaged "
+                                                     "records (read-only; nothing is changed).")
+
+
+def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[str, Any]]:
+    """Rows read from the store opened read-only (exit 1 on an mqstore error); ``salvage``
+    skips damaged records and says on stderr what was skipped."""
     from tools.offline import OfflineStore
     try:
-        with err.status("reading the store..."), OfflineStore(directory) as store:
+        with err.status("reading the store..."), OfflineStore(directory, salvage) as store:
+            for s in store.report.journal.skipped:
+                err.print(f"[yellow]skipped[/] {s.path}:{s.start}-{s.end} ({s.reason})")
             return rows_of(store)
     except MqStoreError as exc:
         fail(exc)
@@ -127,9 +134,10 @@ def register(main: click.Group) -> None:
     @main.command()
     @STORE
     @JSON
-    def queues(directory: str, as_json: bool) -> None:
+    @SALVAGE
+    def queues(directory: str, as_json: bool, salvage: bool) -> None:
         """The queues of a store (qpid-config style), read-only."""
-        rows = _listing(directory, lambda store: store.queue_rows())
+        rows = _listing(directory, lambda store: store.queue_rows(), salvage)
         if as_json:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return
@@ -150,9 +158,10 @@ def register(main: click.Group) -> None:
     @main.command()
     @STORE
     @JSON
-    def addresses(directory: str, as_json: bool) -> None:
+    @SALVAGE
+    def addresses(directory: str, as_json: bool, salvage: bool) -> None:
         """The addresses of a store, read-only."""
-        rows = _listing(directory, lambda store: store.address_rows())
+        rows = _listing(directory, lambda store: store.address_rows(), salvage)
         if as_json:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return

@@ -1,0 +1,103 @@
+"""The CLI never destroys or invents data (issue 11, defects 10 and 12): commands that read
+or build a store never touch a directory that is not one; import is all or nothing; a damaged
+store can still be listed and salvaged."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from engine import Broker
+from tests.recovery.test_index import build
+from tests.tools.test_cli import digest, run
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    d = tmp_path / "store"
+    build(str(d), rounds=2)
+    return d
+
+
+def test_compact_recover_and_export_never_create_a_store(tmp_path: Path) -> None:
+    typo = tmp_path / "typo"
+    for args in (["compact", str(typo)], ["recover", str(typo)],
+                 ["export", str(typo), str(tmp_path / "out.jsonl")]):
+        assert run(*args).exit_code == 1
+        assert not typo.exists()
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_demo_refuses_a_directory_that_is_not_a_store(tmp_path: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("do not delete")
+    result = run("demo", "--dir", str(mine), "--limit", "100")
+    assert result.exit_code == 1 and "holds no mqstore store" in result.output
+    assert (mine / "thesis.tex").read_text() == "do not delete"
+
+
+def export_of(store: Path, tmp_path: Path) -> list:
+    out = tmp_path / "export.jsonl"
+    assert run("export", str(store), str(out)).exit_code == 0
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def hostile(lines: list) -> list:
+    """Ways to break an export, each a function of its parsed lines."""
+    msg = next(i for i, line in enumerate(lines) if line["type"] == "message")
+    queue = next(line for line in lines if line["type"] == "queue")
+    other = next(line for line in lines if line["type"] == "queue"
+                 and line["address"] != queue["address"])
+
+    def edit(**changes):
+        out = [dict(line) for line in lines]
+        out[msg].update(changes)
+        return out
+    return [
+        edit(timestamp="now"), edit(expiration=None), edit(priority=99),
+        edit(body="not base64!"), edit(type="bogus"), edit(properties={"k": {"a": 1}}),
+        edit(queues={other["name"]: 0}), edit(queues={queue["name"]: -1}),
+        edit(address=None), edit(body=base64.b64encode(b"x").decode() + "=="),
+        lines[:msg] + ["not an object"] + lines[msg:],
+    ]
+
+
+def test_import_of_a_hostile_file_leaves_nothing_and_a_retry_works(store: Path,
+                                                                    tmp_path: Path) -> None:
+    lines = export_of(store, tmp_path)
+    target = tmp_path / "target"
+    for n, bad in enumerate(hostile(lines)):
+        f = tmp_path / f"bad{n}.jsonl"
+        f.write_text("\n".join(json.dumps(line) for line in bad) + "\n")
+        result = run("import", str(f), str(target))
+        assert result.exit_code == 1, f"case {n} imported: {result.output}"
+        assert "Traceback" not in result.output
+        assert not target.exists(), f"case {n} left a partial store"
+        assert not list(tmp_path.glob("target.import-*"))
+    f = tmp_path / "good.jsonl"
+    f.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert run("import", str(f), str(target)).exit_code == 0
+    assert run("check", str(target)).exit_code == 0
+
+
+def test_a_damaged_sealed_segment_can_be_listed_and_salvaged(store: Path) -> None:
+    seg = sorted((store / "journal").glob("*.seg"))[1]  # sealed, trusted by the index
+    raw = bytearray(seg.read_bytes())
+    raw[200] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    before = digest(store)
+    assert run("check", str(store)).exit_code == 1
+    listed = run("queues", str(store), "--salvage", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert digest(store) == before
+    assert run("recover", str(store), "--salvage").exit_code == 0
+    with Broker.open(str(store), expiry_scan_ms=0) as b:  # every body reads: no fail-stop
+        assert b.recovery_report.index == "used"
+        with b.session() as s:
+            for q in b.queue_names():
+                for m in s.create_browser(q):
+                    assert m.message.body
