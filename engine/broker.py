@@ -126,6 +126,8 @@ class Broker:
             After any error nothing is held: the directory can be opened again at once.
         """
         fs = fs or OsFileSystem()
+        check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
+        check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
         entries = {check_match(m, wildcard_syntax): _checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),

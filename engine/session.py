@@ -143,7 +143,11 @@ class Consumer:
 
         Returns:
             The deliveries in queue order; empty on timeout.
+
+        Raises:
+            InvalidArgumentError: ``max_messages`` not an int >= 1 (nothing received).
         """
+        check_int("max_messages", max_messages, 1, TIME_MAX)
         first = self.receive(timeout)
         if first is None:
             return []

@@ -92,6 +92,19 @@ class InvalidRecordError(JournalError):
     """A record's kind or payload cannot be journaled (bad kind, unserialisable payload)."""
 
 
+class InvalidOptionError(JournalError, ValueError, TypeError):
+    """A journal setting of the wrong type or out of range (``JournalOptions``); raised when
+    the options are built, before any file is touched.
+
+    Attributes:
+        option: the setting's name.
+    """
+
+    def __init__(self, option: str, why: str) -> None:
+        self.option = option
+        super().__init__(f"invalid journal option {option}: {why}")
+
+
 class CorruptJournalError(JournalError):
     """A journal file holds bytes that are not a valid record where one must be.
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from journal.format import SEGMENT_HEADER_SIZE
+from journal.errors import InvalidOptionError
+from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,33 @@ class JournalOptions:
     compact_live_ratio: float = 0.3
     read_only: bool = False
     salvage: bool = False
+
+    def __post_init__(self) -> None:
+        """Check every setting's type and range (a bad one could write a store that cannot
+        be read back).
+
+        Raises:
+            InvalidOptionError: names the setting.
+        """
+        ints = {"segment_size": (1024, 1 << 40), "max_record_size": (FRAME_OVERHEAD + 1,
+                                                                     1 << 40),
+                "batch_bytes": (1, 1 << 40), "max_pending_bytes": (1, 1 << 50),
+                "compact_min_files": (0, 1 << 20)}
+        for name, (lo, hi) in ints.items():
+            value = getattr(self, name)
+            if value.__class__ is bool or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidOptionError(name, f"an int in {lo}..{hi}, not {value!r}")
+        for name in ("preallocate", "preallocate_ahead", "read_only", "salvage"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidOptionError(name, f"True or False, not {getattr(self, name)!r}")
+        if self.sync_policy not in ("sync", "async"):
+            raise InvalidOptionError("sync_policy", f"'sync' or 'async', not "
+                                                    f"{self.sync_policy!r}")
+        for name, hi in (("max_delay_ms", 60_000.0), ("compact_live_ratio", 1.0)):
+            value = getattr(self, name)
+            if value.__class__ is bool or not isinstance(value, (int, float)) or \
+                    not 0 <= value <= hi:
+                raise InvalidOptionError(name, f"a number in 0..{hi}, not {value!r}")
 
     def max_frame(self) -> int:
         """Largest acceptable frame length in bytes."""
