@@ -227,3 +227,50 @@ def test_any_message_value_round_trips_or_is_refused(tmp_path_factory, sends) ->
             assert c.receive(0.01) is None
     finally:
         b.close()
+
+
+NAMES = st.one_of(ANY, st.text(min_size=1, max_size=6), st.sampled_from(["a.#", "a::b", "a b",
+                                                                          "ok", "x" * 300]))
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.one_of(
+    st.tuples(st.just("address"), NAMES, ANY),
+    st.tuples(st.just("queue"), NAMES, st.fixed_dictionaries({}, optional={
+        "ring_size": ANY, "max_consumers": ANY, "last_value_key": ANY, "durable": ANY,
+        "exclusive": ANY, "non_destructive": ANY, "routing_type": ANY})),
+    st.tuples(st.just("settings"), NAMES, st.fixed_dictionaries({}, optional={
+        "default_ring_size": ANY, "max_delivery_attempts": ANY, "expiry_delay": ANY,
+        "auto_create_queues": ANY, "dead_letter_address": ANY,
+        "default_last_value_key": ANY}))), min_size=1, max_size=6))
+def test_any_name_config_or_setting_round_trips_or_is_refused(tmp_path_factory, steps) -> None:
+    d = tmp_path_factory.mktemp("prop")
+    b = open_store(d)
+    b.create_address("base")
+    try:
+        for kind, name, extra in steps:
+            before = b.persistence.journal.next_lsn
+            try:
+                if kind == "address":
+                    b.create_address(name, auto_created=extra)
+                elif kind == "queue":
+                    b.create_queue(QueueConfig(name, "base", **extra))
+                else:
+                    b.set_address_settings(name, AddressSettings(**extra))
+            except MqStoreError:
+                assert b.persistence.journal.next_lsn == before
+            except Exception as exc:  # pragma: no cover - what this test exists to catch
+                raise AssertionError(f"{kind} {name!r} {extra!r}: untyped {exc!r}") from exc
+        want = (b.address_names(), [b.queue_info(q) for q in b.queue_names()],
+                dict(b.settings.entries))
+    finally:
+        b.close()
+    b = open_store(d)  # what was accepted reads back the same
+    try:
+        got = (b.address_names(), [b.queue_info(q) for q in b.queue_names()],
+               dict(b.settings.entries))
+        assert [q.name for q in got[1]] == [q.name for q in want[1] if q.durable]
+        assert got[0] == want[0] and got[2] == want[2]
+    finally:
+        b.close()

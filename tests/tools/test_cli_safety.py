@@ -9,10 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from engine import Broker
+from journal import MqStoreError
+from tests.engine.test_bad_input import ANY
 from tests.recovery.test_index import build
 from tests.tools.test_cli import digest, run
+from tools.transfer import FORMAT, ImportFormatError, parse_line
 
 
 @pytest.fixture
@@ -101,3 +106,24 @@ def test_a_damaged_sealed_segment_can_be_listed_and_salvaged(store: Path) -> Non
             for q in b.queue_names():
                 for m in s.create_browser(q):
                     assert m.message.body
+
+
+FIELDS = ["type", "name", "routing_types", "auto_created", "address", "routing_type", "config",
+          "match", "settings", "queues", "body", "properties", "priority", "expiration",
+          "timestamp"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(line=st.dictionaries(st.sampled_from(FIELDS), st.one_of(
+    ANY, st.sampled_from(["message", "queue", "address", "settings", "header", "YQ==", "orders"]),
+    st.dictionaries(st.text(max_size=3), ANY, max_size=3)), max_size=8),
+    number=st.sampled_from([1, 2, 7]))
+def test_any_import_line_is_an_operation_or_a_typed_error(line: dict, number: int) -> None:
+    if line.get("type") == "header":
+        line["format"] = FORMAT
+    try:
+        parse_line(number, json.dumps(line, default=lambda o: o.hex()))
+    except ImportFormatError as exc:
+        assert exc.line == number
+    except MqStoreError:
+        pass  # a value the broker refuses, typed
