@@ -138,7 +138,8 @@ class Journal:
                                opts.salvage, trusted, proven_lsn)
         loaded.skipped[:0] = [SkippedRange(p, 0, 0, "segment file missing")
                               for p in listed.missing]
-        loaded.skipped += [SkippedRange(p, 0, 0, "segment file not in the manifest (left out)")
+        loaded.skipped += [SkippedRange(p, 0, 0, "segment file not in the manifest (set aside as "
+                                                "*.seg.unlisted)")
                            for p in listed.unlisted]
         for info in loaded.segments:
             self._segments[info.sequence] = info

@@ -15,7 +15,8 @@ directory fsync) at each change, in this order with the files:
 journal without its manifest (segments carry ``SEGMENT_FLAG_LISTED``), an unlisted segment older
 than the newest listed one, or a damaged manifest refuses the open with
 ``MissingSegmentError``/``CorruptJournalError``; nothing is deleted then. Salvage opens with
-what is there, rewrites the manifest to match and reports every missing file.
+what is there, rewrites the manifest to match, renames an unlisted segment file aside
+(``.unlisted``, kept) and reports every missing and unlisted file.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from journal.fs import FileSystem
 from journal.segment import join, segment_name
 
 MANIFEST_FILE = "segments.manifest"
+UNLISTED_SUFFIX = ".unlisted"  # a segment file salvage set aside (kept, never read again)
 
 
 class SegmentManifest:
@@ -194,9 +196,11 @@ def reconcile(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], read
                                   "does not list (copied in, or left from another journal)")
     if read_only:
         return out
+    for path in out.unlisted:  # salvage: set aside under a name no open reads, not deleted
+        fs.rename(path, path + UNLISTED_SUFFIX)
     for seq in retired:
         fs.unlink(found[seq])
-    if retired:
+    if retired or out.unlisted:
         fs.fsync_dir(directory)
     out.finished_deletes = len(retired)
     manifest.live -= set(lost)
@@ -227,4 +231,4 @@ def _flags(fs: FileSystem, path: str) -> int:
         header = decode_segment_header(fs.pread(handle, SEGMENT_HEADER_SIZE, 0))
     finally:
         fs.close(handle)
-    return header.flags if header is not None else SEGMENT_FLAG_LISTED
+    return header.flags if header is not None else 0  # (a bad header is reported on load)

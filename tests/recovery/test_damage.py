@@ -165,3 +165,19 @@ def test_an_undamaged_store_reopens_equal(store: Path) -> None:
     finally:
         b.close()
     assert os.path.exists(store / "journal" / MANIFEST_FILE)
+
+
+def test_a_segment_file_the_manifest_does_not_list_is_refused_and_salvage_sets_it_aside(
+        store: Path) -> None:
+    first = segments(store)[0]
+    stray = first.with_name(f"{int(first.name[:16]) + 1:016d}.seg")
+    stray.write_bytes(first.read_bytes())  # e.g. copied back from a backup
+    assert_refused(store, CorruptJournalError, stray.name)
+    res = run("recover", str(store), "--salvage")
+    assert res.exit_code == 0, res.output
+    assert not stray.exists() and stray.with_name(stray.name + ".unlisted").exists()
+    b = Broker.open(str(store), journal_options=OPTS, expiry_scan_ms=0)  # opens plainly now
+    try:
+        assert b.queue_info("orders").message_count == 300
+    finally:
+        b.close()
