@@ -13,7 +13,8 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from journal import DirectoryLockedError, FileSystem, JournalOptions, OsFileSystem
+from journal import (DirectoryLockedError, FileSystem, JournalIOError, JournalOptions,
+                     OsFileSystem)
 from recovery import INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, Recovered, recover
 
 STORE_LOCK = "store.lock"
@@ -45,18 +46,22 @@ def open_storage(directory: str, fs: FileSystem, index: Optional[IndexStore],
     system) and recover the store.
 
     Raises:
-        DirectoryLockedError: another opener holds the store. The errors of ``recover``.
+        DirectoryLockedError: another opener holds the store. JournalIOError: the directory
+            cannot be created or locked (a file of that name, no permission). The errors of
+            ``recover``.
         Nothing is held after any error.
     """
     lock = None
     if isinstance(fs, OsFileSystem):
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        os.chmod(directory, 0o700)
         path = os.path.join(directory, STORE_LOCK)
         try:
+            os.makedirs(directory, mode=0o700, exist_ok=True)
+            os.chmod(directory, 0o700)
             lock = fs.lock(path)
         except BlockingIOError:
             raise DirectoryLockedError(path) from None
+        except OSError as exc:  # not a directory, no permission...
+            raise JournalIOError(directory, "open the store directory", exc) from exc
     try:
         if index is None:
             index = LmdbIndex(os.path.join(directory, INDEX_DIR)) \

@@ -274,3 +274,11 @@ def test_any_name_config_or_setting_round_trips_or_is_refused(tmp_path_factory, 
         assert got[0] == want[0] and got[2] == want[2]
     finally:
         b.close()
+
+
+def test_a_file_where_the_store_should_be_is_a_typed_error(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("mine")
+    with pytest.raises(MqStoreError):
+        open_store(f)
+    assert f.read_text() == "mine"
