@@ -26,10 +26,10 @@ from engine.settings import (AddressSettings, SettingsRepository, check_match,
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
-from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
+from journal import FileSystem, JournalError, JournalOptions, Location, OsFileSystem, Ticket
 from recovery import IndexStore, RecoveryReport, StoreImage
 from recovery import schema
-from recovery.schema import AckReason, RecordKind
+from recovery.schema import RecordKind
 
 
 @dataclass
@@ -74,7 +74,8 @@ class Broker:
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
         self._storage: Optional[OpenedStorage] = None
-        self._replaced_at_open: List[MessageRef] = []
+        self._in_delivery_at_open: List[Tuple[Location, MessageRef]] = []
+        self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         for match, (values, _loc) in persistence.image.settings.items():
             self.settings.set(match, AddressSettings.from_record(values))
         self._load(persistence.image)
@@ -137,7 +138,7 @@ class Broker:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
             broker = cls(persistence, rec.report, wildcard_syntax, clock)
             broker._storage = storage
-            broker._replace_returned()
+            broker._end_deliveries()
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
@@ -164,26 +165,49 @@ class Broker:
             queue = Queue(qi.id, config)
             self._attach_queue(queue)
             for r in qi.refs.values():
-                displaced = queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
-                                                       r.delivery_count, journaled=True))
-                if displaced is not None:
-                    self._replaced_at_open.append(displaced)
+                ref = MessageRef(self.messages[r.mid], queue, r.order, r.delivery_count,
+                                 journaled=True)
+                queue.load_tail(ref)
+                if r.in_delivery and r.delivery_location is not None and \
+                        not queue.non_destructive:
+                    self._in_delivery_at_open.append((r.delivery_location, ref))
 
-    def _replace_returned(self) -> None:
-        """Reopening ends every delivery, as cancelling would: a last-value message that was
-        in delivery when a newer one with its key arrived is replaced now, exactly as a cancel
-        does at run time, and the decision is journaled (an ACK, reason ``replaced``), so the
-        state after a crash is the state after a clean close (issue 11, defect 9)."""
-        from engine.delivery import forget
-        refs, self._replaced_at_open = self._replaced_at_open, []
-        if not refs:
+    def _end_open_deliveries(self) -> None:
+        """At close: cancel every unsettled delivery of every session in one go, in
+        consumption order, exactly as reopening after a crash ends them (``_end_deliveries``)."""
+        from engine.delivery import cancel
+        from engine.session import Session
+        if self._failure is not None:
+            return
+        try:
+            with self.lock:
+                refs = [d._ref for s in self.sessions if isinstance(s, Session)
+                        for d in s.take_unsettled()]
+                ticket = cancel(self, sorted(refs, key=lambda r: r.taken))
+            self.wait(ticket)
+        except BrokerFailedError:
+            pass  # failed meanwhile: recovery ends them at the next open
+
+    def _end_deliveries(self) -> None:
+        """Reopening ends every delivery the journal shows open (a DELIVERY record not followed
+        by an ack or a return) with the cancel a clean close runs, in consumption order:
+        back to the head with the delivery count kept, through the queues' policies (a ring
+        drops what it has no room for, a last-value queue what a newer value replaced) and
+        max-delivery-attempts. So the state after kill -9 is the state after a clean close
+        (issue 11, defect 9), and the decisions are journaled like any cancel's."""
+        from engine.delivery import cancel
+        busy, self._in_delivery_at_open = self._in_delivery_at_open, []
+        if not busy:
             return
         with self.lock:
-            ticket = self.write([(RecordKind.ACK, schema.ack(r.queue.id, r.msg.mid,
-                                                             AckReason.REPLACED.value))
-                                 for r in refs if r.journaled])
-            for ref in refs:
-                forget(self, ref, AckReason.REPLACED.value)
+            refs = []
+            for _loc, ref in sorted(busy, key=lambda item: item[0]):
+                ref.queue.detach(ref)
+                ref.queue.delivering[ref.msg.mid] = ref
+                refs.append(ref)
+            ticket = cancel(self, refs)
+            for queue in {ref.queue.id: ref.queue for ref in refs}.values():
+                queue.sort_ready()  # the order a reopen after a clean close gives
         self.wait(ticket)
 
     def _attach_queue(self, queue: Queue) -> None:
@@ -201,6 +225,7 @@ class Broker:
             return
         with self.lock:
             consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
+        self._end_open_deliveries()
         for s in list(self.sessions):
             assert isinstance(s, Session)
             try:

@@ -243,6 +243,8 @@ def deliver_many(broker: "Broker", queue: Queue, consumer: Any, limit: int
             continue
         ref.consumer = consumer
         queue.delivering[ref.msg.mid] = ref
+        broker.deliveries += 1
+        ref.taken = broker.deliveries
         refs.append(ref)
         if ref.journaled:
             records.append((RecordKind.DELIVERY,
@@ -290,7 +292,8 @@ def settle(broker: "Broker", refs: Iterable[Removal], journal: bool = True) -> O
 def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
     """Return references in delivery to the head of their queues, in the reverse order of
     consumption (``refs`` in consumption order), delivery counts kept; those that reached
-    max-delivery-attempts are dead-lettered; what policies remove is journaled."""
+    max-delivery-attempts are dead-lettered; what policies remove is journaled, and so is each
+    return (a DELIVERY record marked returned), so a reopen knows which deliveries were open."""
     from engine.deadletter import move_out
     now = broker.now_ms()
     by_queue: Dict[int, List[MessageRef]] = {}
@@ -298,6 +301,7 @@ def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
         by_queue.setdefault(ref.queue.id, []).append(ref)
     dead: List[Removal] = []
     removals: List[Removal] = []
+    returned: List[MessageRef] = []
     for qid, group in by_queue.items():
         queue = group[0].queue
         if broker.queues_by_id.get(qid) is not queue or queue.non_destructive:
@@ -312,8 +316,13 @@ def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
             else:
                 back.append(ref)
         removals += queue.return_to_head(back, now)
+        returned += back
+    removed = {id(r) for r, _why in removals}
     records = [(RecordKind.ACK, schema.ack(r.queue.id, r.msg.mid, why))
                for r, why in removals if r.journaled]
+    records += [(RecordKind.DELIVERY, schema.delivery(r.queue.id, r.msg.mid, r.delivery_count,
+                                                      returned=True))
+                for r in returned if r.journaled and id(r) not in removed]
     ticket = broker.write(records) if records else None
     for ref, why in removals:
         forget(broker, ref, why)

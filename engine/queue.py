@@ -69,10 +69,12 @@ class MessageRef:
         consumer: the consumer holding it while in delivery, else ``None``.
         journaled: whether its state is in the journal (durable message on a durable queue).
         seq: arrival number on its queue. in_queue: whether it is on the ready list.
+        taken: the broker-wide number of its last delivery (consumption order, as the LSNs
+        of the DELIVERY records are).
     """
 
     __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled", "seq",
-                 "in_queue")
+                 "in_queue", "taken")
 
     def __init__(self, msg: StoredMessage, queue: "Queue", order: Tuple[int, int],
                  delivery_count: int = 0, journaled: bool = False) -> None:
@@ -84,6 +86,7 @@ class MessageRef:
         self.journaled = journaled
         self.seq = 0          # position in the queue's arrival order (non-destructive cursors)
         self.in_queue = False  # on the ready list
+        self.taken = 0
 
 
 class QueuePolicy(Protocol):
@@ -172,31 +175,23 @@ class Queue:
             self.detach(ref)
         return removals
 
-    def load_tail(self, ref: MessageRef) -> Optional[MessageRef]:
+    def load_tail(self, ref: MessageRef) -> None:
         """Append a recovered reference as it was: policies are not re-run (their decisions
-        are in the journal), only their indexes learn of it.
-
-        Returns:
-            An older reference with the same last-value key, or ``None``. Only a message in
-            delivery when the newer one arrived survives that long, and reopening ends every
-            delivery as a cancel would: the caller replaces it, as ``return_to_head`` does at
-            run time (``LastValuePolicy.returned``), and journals that decision.
-        """
+        are in the journal), only their indexes learn of it."""
         self.mem_seq += 1
         ref.seq = self.mem_seq
         ref.in_queue = True
         self.ready.append(ref)
         ref.msg.refcount += 1
-        displaced = None
         for policy in self.policies:
             if hasattr(policy, "latest"):
                 value = policy._value(ref)
                 if value is not None:
-                    old = policy.latest.get(value)
-                    if old is not None and old is not ref and old.in_queue:
-                        displaced = old
                     policy.latest[value] = ref
-        return displaced
+
+    def sort_ready(self) -> None:
+        """Put the ready list in order-key order (the journal order recovery loads in)."""
+        self.ready = deque(sorted(self.ready, key=lambda ref: ref.order))
 
     def take(self) -> Optional[MessageRef]:
         """Pop the head reference, or ``None``."""

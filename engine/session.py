@@ -417,11 +417,17 @@ class Session:
         self.broker.wait(ticket)
 
     def _cancel_received(self) -> Optional[Ticket]:
+        return ops.cancel(self.broker, [d._ref for d in self.take_unsettled()])
+
+    def take_unsettled(self) -> List[Delivery]:
+        """Mark every unsettled delivery of this session rolled back and forget it (lock held);
+        the caller cancels their references (``Broker.close`` does so for all sessions at
+        once, in consumption order, as reopening after a crash does)."""
         pending = [d for d in self.received.values() if d.state in ("delivered", "acked-in-tx")]
         for d in pending:
             object.__setattr__(d, "state", "rolled back")
             self._forget(d)
-        return ops.cancel(self.broker, [d._ref for d in pending])
+        return pending
 
     def _check(self) -> None:
         self.broker.check_open()

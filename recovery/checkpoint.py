@@ -12,7 +12,7 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     addr   id            -> [name, routing types, auto, location]
     queue  id            -> [name, address, routing type, config, location, update location]
     settings match       -> [values, location]
-    ref    qid+lsn+slot  -> [mid, delivery count, delivery location or None]
+    ref    qid+lsn+slot  -> [mid, delivery count, delivery location or None, in delivery]
     msg    mid           -> [address, location, slot, properties, ts, exp, prio, size, refcount]
     tx     seg+offset    -> [length, remaining, ack targets]
     jdead  seq           -> [[offset, length], ...]   dead records of a segment
@@ -33,7 +33,7 @@ from recovery.errors import IndexInvalidError
 from recovery.image import (AddressImage, MessageImage, QueueImage, RefImage, StoreImage,
                             TxImage)
 
-VERSION = 2
+VERSION = 3
 TABLES = ("meta", "addr", "queue", "ref", "msg", "tx", "jdead", "jpin", "settings")
 Tables = Dict[str, Dict[bytes, bytes]]
 
@@ -94,7 +94,8 @@ def encode(cp: Checkpoint) -> Tables:
                                  _loc(q.update_location)])
         for r in q.refs.values():
             rk = _REF.pack(q.id, r.order[0], r.order[1])
-            t["ref"][rk] = _val(rk, [r.mid, r.delivery_count, _loc(r.delivery_location)])
+            t["ref"][rk] = _val(rk, [r.mid, r.delivery_count, _loc(r.delivery_location),
+                                     r.in_delivery])
     for match, (values, loc) in img.settings.items():
         k = match.encode("utf-8")
         t["settings"][k] = _val(k, [values, list(loc)])
@@ -152,10 +153,10 @@ def decode(tables: Mapping[str, Iterable[Tuple[bytes, bytes]]]) -> Checkpoint:
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
     for k, v in sorted(rows["ref"]):
         qid, lsn, slot = _REF.unpack(k)
-        mid, count, dloc = _unval("ref", k, v)
+        mid, count, dloc, busy = _unval("ref", k, v)
         if qid not in img.queues:
             raise IndexInvalidError("a reference to a queue the index does not hold")
-        img.queues[qid].refs[mid] = RefImage(mid, (lsn, slot), count, _unloc(dloc))
+        img.queues[qid].refs[mid] = RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
     for k, v in rows["msg"]:
         addr, loc, slot, props, ts, exp, prio, size, refs = _unval("msg", k, v)
         mid = _ID.unpack(k)[0]

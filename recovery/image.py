@@ -52,12 +52,14 @@ class AddressImage:
 @dataclass
 class RefImage:
     """A message reference on a durable queue: message id, order key, delivery count (times it
-    was handed to a consumer), and the DELIVERY record holding that count."""
+    was handed to a consumer), the DELIVERY record holding that count, and whether that record
+    left it in delivery (handed out, not settled nor returned)."""
 
     mid: int
     order: Order
     delivery_count: int = 0
     delivery_location: Optional[Location] = None
+    in_delivery: bool = False
 
 
 @dataclass
@@ -249,6 +251,7 @@ class StoreImage:
             sink.mark_dead([ref.delivery_location])
         ref.delivery_count = int(p["n"])
         ref.delivery_location = location
+        ref.in_delivery = not p.get("r", False)
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same

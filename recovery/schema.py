@@ -15,7 +15,10 @@ MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts"
             "exp": ms or 0, "prio": 0-9}`` (one record per send: the body once, and the queues
             it was routed to, so routing is atomic)
 ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ...); a tombstone
-DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out
+DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out;
+            with ``"r": true`` when the delivery ended unsettled (cancel, rollback, recover:
+            the message is back on its queue); the last one of a reference says whether it
+            was in delivery, so reopening ends exactly those deliveries, as a cancel does
 TX          ``{"tx", "msgs": [MESSAGE payloads], "acks": [ACK payloads]}``: a whole committed
             transaction in one record, so it is durable and visible all together or not at all
             (also used for a broker decision with two sides, e.g. expiry: ack + moved copy)
@@ -87,9 +90,13 @@ def ack(qid: int, mid: int, reason: str) -> Dict[str, Any]:
     return {"q": qid, "m": mid, "r": reason}
 
 
-def delivery(qid: int, mid: int, count: int) -> Dict[str, Any]:
-    """DELIVERY payload: the reference's delivery count after this delivery."""
-    return {"q": qid, "m": mid, "n": count}
+def delivery(qid: int, mid: int, count: int, returned: bool = False) -> Dict[str, Any]:
+    """DELIVERY payload: the reference's delivery count after this delivery; ``returned``
+    when the delivery ended unsettled and the message went back to its queue."""
+    out: Dict[str, Any] = {"q": qid, "m": mid, "n": count}
+    if returned:
+        out["r"] = True
+    return out
 
 
 def tx(txid: int, messages: List[Dict[str, Any]], acks: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -5,7 +5,8 @@ Topology: address ``a`` (anycast) with durable queues ``a1``, ``a2`` (round-robi
 queue's messages (send sequence, durability, delivery count), the deliveries held by consumers in
 consumption order, and an open transaction. A crash (simulated power loss, the index lost or
 kept) keeps exactly what was reported durable: durable messages on durable queues, in their
-original order, delivery counts as journaled, held deliveries back on their queues.
+original order, delivery counts as journaled; reopening then ends the held deliveries as a
+clean close does (back through the queues' policies: a full ring drops what comes back).
 """
 
 from __future__ import annotations
@@ -239,9 +240,9 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule()
     def clean_reopen(self) -> None:
-        # a clean close cancels what consumers hold, through the queues' policies
-        self._return([h for h in self.model.held if not h.tx])
-        self._return([h for h in self.model.held if h.tx])
+        # a clean close cancels what consumers hold, through the queues' policies, all at
+        # once in consumption order
+        self._return(list(self.model.held))
         self.broker.close()
         self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                                   checkpoint_records=40)
@@ -253,6 +254,13 @@ class BrokerMachine(RuleBasedStateMachine):
         event(f"crash with {sum(len(v) for v in self.model.queues.values()) // 5 * 5}+ queued")
         crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
         index = self.index.crash(rng)
+        # what survives is what was durable; reopening then ends the deliveries that were
+        # open exactly as a clean close does (policies, in consumption order)
+        m = self.model
+        m.held = [h for h in m.held if h.item.durable and h.queue != "t2"]
+        for q in ALL:
+            m.queues[q] = [i for i in m.queues[q] if i.durable and q != "t2"]
+        self._return(list(m.held))
         self.broker.close()
         self.fs, self.index = crashed, index
         self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,

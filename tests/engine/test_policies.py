@@ -446,3 +446,43 @@ def test_last_value_state_is_the_same_after_a_crash_as_after_a_close(tmp_path: P
             assert b2.queue_info("lvq").message_count == 1
         finally:
             b2.close()
+
+
+@pytest.mark.parametrize("ending", ["close", "kill"])
+def test_a_ring_ends_its_deliveries_the_same_after_a_crash(tmp_path: Path, ending: str) -> None:
+    """Ring size 2: A in delivery, then C joins B. Whether the store is closed (A cancelled)
+    or killed, A comes back with no room and goes: [B, C] (seed 000: "keep B, C & D and
+    delete A")."""
+    b = open_broker(tmp_path)
+    ring(b, "r", 2)
+    send(b, "r", "A", "B")
+    s = b.session()
+    assert s.create_consumer("r").receive(1).message.body == b"A"
+    send(b, "r", "C")
+    b.close() if ending == "close" else b._storage.release()
+    for _ in range(2):
+        b2 = open_broker(tmp_path)
+        try:
+            assert bodies(b2, "r") == ["B", "C"]
+        finally:
+            b2.close()
+
+
+@pytest.mark.parametrize("ending", ["close", "kill"])
+def test_max_delivery_attempts_apply_the_same_after_a_crash(tmp_path: Path, ending: str) -> None:
+    b = open_broker(tmp_path)
+    b.create_address("DLA")
+    b.create_queue(QueueConfig("DLQ", "DLA"))
+    b.create_address("jobs")
+    b.create_queue(QueueConfig("jobs", "jobs"))
+    b.set_address_settings("jobs", AddressSettings(max_delivery_attempts=1,
+                                                   dead_letter_address="DLA"))
+    send(b, "jobs", "j1", "j2")
+    s = b.session()
+    assert s.create_consumer("jobs").receive(1).message.body == b"j1"
+    b.close() if ending == "close" else b._storage.release()
+    b2 = open_broker(tmp_path)
+    try:
+        assert bodies(b2, "jobs") == ["j2"] and bodies(b2, "DLQ") == ["j1"]
+    finally:
+        b2.close()
