@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Broker, Message, QueueConfig, RoutingType
+from engine import Broker, Message, QueueConfig
 from engine.errors import InvalidArgumentError
 from engine.model import now_ms
 from engine.settings import AddressSettings
