@@ -12,7 +12,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 
 from engine.errors import InvalidArgumentError
 from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
-                           check_text)
+                           check_text, packed_properties)
 
 
 class RoutingType(str, enum.Enum):
@@ -60,6 +60,11 @@ class Message:
         self._check_fields()
 
     def _check_fields(self) -> None:
+        p, e, t = self.priority, self.expiration, self.timestamp
+        if self.durable.__class__ is bool and p.__class__ is int and 0 <= p <= 9 and \
+                e.__class__ is int and 0 <= e <= TIME_MAX and t.__class__ is int and \
+                0 <= t <= TIME_MAX:
+            return  # the common case, in one test
         check_bool("durable", self.durable)
         check_int("priority", self.priority, 0, 9)
         check_int("expiration", self.expiration, 0, TIME_MAX)
@@ -78,8 +83,9 @@ class Message:
         copy = Message.__new__(Message)
         copy.__dict__.update(self.__dict__)
         copy.body = check_body(self.body)
-        copy.properties = check_properties(self.properties)
+        copy.properties, size = packed_properties(self.properties)
         copy._check_fields()
+        copy.__dict__["checked_size"] = len(copy.body) + size  # for the record size bound
         return copy
 
 

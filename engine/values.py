@@ -8,7 +8,9 @@ of the types a JMS/AMQP message property can hold. Every failure is an ``Invalid
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, Tuple
+
+import msgpack
 
 from engine.errors import InvalidArgumentError
 
@@ -55,6 +57,25 @@ def check_body(value: Any) -> bytes:
         raise InvalidArgumentError("body", f"bytes or str is needed, not "
                                            f"{type(value).__name__}")
     return bytes(value)
+
+
+_PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
+_STR = frozenset({str})
+
+
+def packed_properties(value: Any) -> Tuple[Dict[str, Any], int]:
+    """``check_properties``, and the size in bytes of the map as msgpack packs it. The common
+    case (a plain dict of plain values) is checked by packing it once: msgpack refuses lone
+    surrogates and ints outside its range; anything else takes the value-by-value path, which
+    names what is wrong."""
+    if value.__class__ is dict and set(map(type, value)) <= _STR and \
+            set(map(type, value.values())) <= _PLAIN:
+        try:
+            return dict(value), len(msgpack.packb(value, use_bin_type=True))
+        except (ValueError, OverflowError, TypeError):
+            pass  # the slow path says which entry
+    checked = check_properties(value)
+    return checked, len(msgpack.packb(checked, use_bin_type=True))
 
 
 def check_properties(value: Any) -> Dict[str, Any]:
