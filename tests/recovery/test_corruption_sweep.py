@@ -180,3 +180,28 @@ def test_index_files_and_manifest(tmp_path: Path, crashed: bool) -> None:
                 sweep.case(rel, cut_at(n), f"{rel}: truncated to {n}")
     # the index is a cache: its damage never refuses the store
     assert sweep.outcomes.get("recovered equal", 0) > 0
+
+
+@pytest.mark.parametrize("damage", ["extend", "shorten", "zero page 1", "zero page 3", "flip"])
+def test_a_damaged_index_neither_crashes_check_nor_open(tmp_path: Path, damage: str) -> None:
+    """The tester's cases: ``truncate -s 1000000 index/data.mdb`` (SIGBUS before), a zeroed
+    page (SIGABRT), one flipped bit (an untyped struct.error)."""
+    from tests.tools.test_cli import run
+    sweep = Sweep(tmp_path, crashed=False)
+    data = sweep.work / "index" / "data.mdb"
+    raw = bytearray(data.read_bytes())
+    if damage == "extend":
+        raw += bytes(1_000_000 - len(raw))
+    elif damage == "shorten":
+        raw = raw[:len(raw) // 2]
+    elif damage.startswith("zero page"):
+        page = int(damage[-1]) * 4096
+        raw[page:page + 4096] = bytes(4096)
+    else:
+        raw[len(raw) // 3] ^= 0x04
+    data.write_bytes(bytes(raw))
+    result = run("check", str(sweep.work))
+    assert result.exit_code == 1 and "index" in result.output
+    got, report = state(sweep.work)
+    assert got == sweep.truth and report.index.startswith("rebuilt: index damaged")
+    assert run("check", str(sweep.work)).exit_code == 0  # rebuilt whole
