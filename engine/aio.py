@@ -16,6 +16,7 @@ from engine.errors import BrokerFailedError
 from engine.model import Message
 from engine.queue import MessageRef
 from engine.session import Consumer, Delivery, Session
+from engine.values import check_timeout
 from journal import JournalError, Ticket
 
 
@@ -63,7 +64,12 @@ class AsyncConsumer:
         self.consumer = consumer
 
     async def receive(self, timeout: Optional[float] = None) -> Optional[Delivery]:
-        """A ``Delivery``, or ``None`` after ``timeout`` seconds (forever when ``None``)."""
+        """A ``Delivery``, or ``None`` after ``timeout`` seconds (forever when ``None``).
+
+        Raises:
+            InvalidArgumentError: ``timeout`` is not None or seconds >= 0 (nothing taken).
+        """
+        timeout = check_timeout(timeout)
         c = self.consumer
         waiter = _AsyncWaiter(c, asyncio.get_running_loop())
         got = c._take_or_wait(waiter)

@@ -20,7 +20,7 @@ from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitEr
 from engine.model import Message, ReceivedMessage
 from engine.names import Destination, parse_destination
 from engine.queue import MessageRef, Queue
-from engine.values import TIME_MAX, check_int
+from engine.values import TIME_MAX, check_int, check_timeout
 from journal import Ticket
 from recovery.schema import AckReason
 
@@ -107,7 +107,9 @@ class Consumer:
 
         Raises:
             IllegalStateError: the consumer, session or broker is closed.
+            InvalidArgumentError: ``timeout`` is not None or seconds >= 0 (nothing taken).
         """
+        timeout = check_timeout(timeout)
         waiter = _Waiter(self)
         got = self._take_or_wait(waiter)
         if got is None:

@@ -100,3 +100,12 @@ def check_properties(value: Any) -> Dict[str, Any]:
             raise InvalidArgumentError(where, f"values are str, int, float, bool, bytes or "
                                               f"None, not {type(item).__name__}")
     return out
+
+
+def check_timeout(value: Any) -> Optional[float]:
+    """A wait in seconds: ``None`` (forever) or a number >= 0 (not NaN)."""
+    if value is None:
+        return None
+    if value.__class__ is bool or not isinstance(value, (int, float)) or not value >= 0:
+        raise InvalidArgumentError("timeout", f"None or seconds >= 0, not {value!r}")
+    return float(value)

@@ -282,3 +282,17 @@ def test_a_file_where_the_store_should_be_is_a_typed_error(tmp_path: Path) -> No
     with pytest.raises(MqStoreError):
         open_store(f)
     assert f.read_text() == "mine"
+
+
+@pytest.mark.parametrize("timeout", ["1", -1, float("nan"), True, [1]])
+def test_a_bad_receive_timeout_takes_nothing(broker: Broker, timeout: Any) -> None:
+    with broker.session() as s:
+        s.send("q", Message(b"m"))
+        c = s.create_consumer("q")
+        with pytest.raises(InvalidArgumentError):
+            c.receive(timeout)
+        with pytest.raises(InvalidArgumentError):
+            c.receive_many(0, 0.1)
+        d = c.receive(1)  # the message was not taken by the refused call
+        assert d is not None and d.message.body == b"m"
+        d.ack()
