@@ -14,15 +14,16 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, InvalidArgumentError, QueueNotFoundError,
-                           ResourceLimitError, RoutingTypeError)
-from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo, RoutingType,
-                          check_queue_config, now_ms)
+                           IllegalStateError, QueueNotFoundError, ResourceLimitError,
+                           RoutingTypeError)
+from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo,
+                          RoutingType, check_queue_config, now_ms, parse_routing_types)
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
+from engine.restart import end_open_deliveries, end_recovered_deliveries
 from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
-                             resolve_queue_config)
+                             checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
@@ -129,7 +130,7 @@ class Broker:
         fs = fs or OsFileSystem()
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
-        entries = {check_match(m, wildcard_syntax): _checked_settings(v)
+        entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
                                verify_journal, rebuild_index)
@@ -138,7 +139,8 @@ class Broker:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
             broker = cls(persistence, rec.report, wildcard_syntax, clock)
             broker._storage = storage
-            broker._end_deliveries()
+            busy, broker._in_delivery_at_open = broker._in_delivery_at_open, []
+            end_recovered_deliveries(broker, busy)
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
@@ -172,44 +174,6 @@ class Broker:
                         not queue.non_destructive:
                     self._in_delivery_at_open.append((r.delivery_location, ref))
 
-    def _end_open_deliveries(self) -> None:
-        """At close: cancel every unsettled delivery of every session in one go, in
-        consumption order, exactly as reopening after a crash ends them (``_end_deliveries``)."""
-        from engine.delivery import cancel
-        from engine.session import Session
-        if self._failure is not None:
-            return
-        try:
-            with self.lock:
-                refs = [d._ref for s in self.sessions if isinstance(s, Session)
-                        for d in s.take_unsettled()]
-                ticket = cancel(self, sorted(refs, key=lambda r: r.taken))
-            self.wait(ticket)
-        except BrokerFailedError:
-            pass  # failed meanwhile: recovery ends them at the next open
-
-    def _end_deliveries(self) -> None:
-        """Reopening ends every delivery the journal shows open (a DELIVERY record not followed
-        by an ack or a return) with the cancel a clean close runs, in consumption order:
-        back to the head with the delivery count kept, through the queues' policies (a ring
-        drops what it has no room for, a last-value queue what a newer value replaced) and
-        max-delivery-attempts. So the state after kill -9 is the state after a clean close
-        (issue 11, defect 9), and the decisions are journaled like any cancel's."""
-        from engine.delivery import cancel
-        busy, self._in_delivery_at_open = self._in_delivery_at_open, []
-        if not busy:
-            return
-        with self.lock:
-            refs = []
-            for _loc, ref in sorted(busy, key=lambda item: item[0]):
-                ref.queue.detach(ref)
-                ref.queue.delivering[ref.msg.mid] = ref
-                refs.append(ref)
-            ticket = cancel(self, refs)
-            for queue in {ref.queue.id: ref.queue for ref in refs}.values():
-                queue.sort_ready()  # the order a reopen after a clean close gives
-        self.wait(ticket)
-
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
         self.queues_by_id[queue.id] = queue
@@ -225,7 +189,7 @@ class Broker:
             return
         with self.lock:
             consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
-        self._end_open_deliveries()
+        end_open_deliveries(self)
         for s in list(self.sessions):
             assert isinstance(s, Session)
             try:
@@ -254,6 +218,11 @@ class Broker:
         self.close()
 
     # -- guards -------------------------------------------------------------------------------
+    @property
+    def failed(self) -> bool:
+        """Whether the broker stopped after a storage failure (fail-stop)."""
+        return self._failure is not None
+
     def check_open(self) -> None:
         """Raise when the broker is closed or failed (lock held or not)."""
         if self._failure is not None:
@@ -329,7 +298,7 @@ class Broker:
                 value of the wrong type or range; nothing changed.
         """
         match = check_match(match, self.settings.syntax)
-        settings = _checked_settings(settings)
+        settings = checked_settings(settings)
         with self.lock:
             self.check_open()
             ticket = self.write([(RecordKind.SETTINGS,
@@ -391,7 +360,7 @@ class Broker:
             routing type given. InvalidArgumentError: not RoutingType values.
         """
         check_name(name)
-        rts = _routing_types(routing_types)
+        rts = parse_routing_types(routing_types)
         check_bool("auto_created", auto_created)
         if not rts:
             raise RoutingTypeError("an address needs at least one routing type (004 §4)")
@@ -569,17 +538,3 @@ class Broker:
             self.sessions.append(s)
             return s
 
-
-def _checked_settings(settings: object) -> AddressSettings:
-    if not isinstance(settings, AddressSettings):
-        raise InvalidArgumentError("address settings", f"an AddressSettings is needed, not "
-                                                       f"{type(settings).__name__}")
-    return settings.validated()
-
-
-def _routing_types(values: Iterable[object]) -> Set[RoutingType]:
-    try:
-        return {RoutingType(r) for r in values}
-    except (TypeError, ValueError):
-        raise InvalidArgumentError("routing_types", f"{values!r}: each is RoutingType.ANYCAST "
-                                                    f"or MULTICAST") from None

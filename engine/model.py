@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Mapping, Optional, Set, Tuple
 
 from engine.errors import InvalidArgumentError
 from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
@@ -21,6 +21,19 @@ class RoutingType(str, enum.Enum):
 
     ANYCAST = "anycast"
     MULTICAST = "multicast"
+
+
+def parse_routing_types(values: Iterable[object]) -> Set[RoutingType]:
+    """The routing types named by ``values`` (``RoutingType`` members or their values).
+
+    Raises:
+        InvalidArgumentError: a value that is neither anycast nor multicast.
+    """
+    try:
+        return {RoutingType(r) for r in values}
+    except (TypeError, ValueError):
+        raise InvalidArgumentError("routing_types", f"{values!r}: each is RoutingType.ANYCAST "
+                                                    f"or MULTICAST") from None
 
 
 def now_ms() -> int:

@@ -121,6 +121,18 @@ class AddressSettings:
         return self
 
 
+def checked_settings(settings: object) -> "AddressSettings":
+    """``settings`` validated, if it is an ``AddressSettings``.
+
+    Raises:
+        InvalidArgumentError: another type, or a value of the wrong type or range.
+    """
+    if not isinstance(settings, AddressSettings):
+        raise InvalidArgumentError("address settings", f"an AddressSettings is needed, not "
+                                                       f"{type(settings).__name__}")
+    return settings.validated()
+
+
 def check_match(match: object, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> str:
     """``match`` if it is a valid address-settings pattern: a non-empty str of words, with the
     any-words character (``#``) only as the last word (seed 004 §4.17: "use this at the end of
