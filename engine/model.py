@@ -69,7 +69,7 @@ class Message:
 
     def __post_init__(self) -> None:
         self.body = check_body(self.body)
-        self.properties = check_properties(self.properties)
+        self.properties = check_properties(self.properties, deep=False)
         self._check_fields()
 
     def _check_fields(self) -> None:

@@ -78,9 +78,19 @@ def packed_properties(value: Any) -> Tuple[Dict[str, Any], int]:
     return checked, len(msgpack.packb(checked, use_bin_type=True))
 
 
-def check_properties(value: Any) -> Dict[str, Any]:
+def check_properties(value: Any, deep: bool = True) -> Dict[str, Any]:
     """A private copy of a property map: str keys; values None, bool, int (msgpack range),
-    float, str or bytes (the types of JMS/AMQP application properties)."""
+    float, str or bytes (the types of JMS/AMQP application properties). ``deep=False`` checks
+    the types only (a message being built); strings and int ranges are checked at the send."""
+    if value.__class__ is dict and set(map(type, value)) <= _STR and \
+            set(map(type, value.values())) <= _PLAIN:
+        if not deep:
+            return dict(value)
+        try:
+            msgpack.packb(value, use_bin_type=True)  # refuses surrogates and big ints
+            return dict(value)
+        except (ValueError, OverflowError, TypeError):
+            pass  # the loop below says which entry
     if not isinstance(value, Mapping):
         raise InvalidArgumentError("properties", f"a dict is needed, not "
                                                  f"{type(value).__name__}")
