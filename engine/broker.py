@@ -27,7 +27,7 @@ from engine.settings import (AddressSettings, SettingsRepository, check_match,
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.queue import MessageRef, Queue, StoredMessage
-from journal import FileSystem, JournalError, JournalOptions, Location, OsFileSystem, Ticket
+from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
 from recovery import IndexStore, RecoveryReport, StoreImage
 from recovery import schema
 from recovery.schema import RecordKind
@@ -75,7 +75,6 @@ class Broker:
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
         self._storage: Optional[OpenedStorage] = None
-        self._in_delivery_at_open: List[Tuple[Location, MessageRef]] = []
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         for match, (values, _loc) in persistence.image.settings.items():
             self.settings.set(match, AddressSettings.from_record(values))
@@ -139,8 +138,7 @@ class Broker:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
             broker = cls(persistence, rec.report, wildcard_syntax, clock)
             broker._storage = storage
-            busy, broker._in_delivery_at_open = broker._in_delivery_at_open, []
-            end_recovered_deliveries(broker, busy)
+            end_recovered_deliveries(broker, rec.image)
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
@@ -167,12 +165,8 @@ class Broker:
             queue = Queue(qi.id, config)
             self._attach_queue(queue)
             for r in qi.refs.values():
-                ref = MessageRef(self.messages[r.mid], queue, r.order, r.delivery_count,
-                                 journaled=True)
-                queue.load_tail(ref)
-                if r.in_delivery and r.delivery_location is not None and \
-                        not queue.non_destructive:
-                    self._in_delivery_at_open.append((r.delivery_location, ref))
+                queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
+                                           r.delivery_count, journaled=True))
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue

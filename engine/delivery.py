@@ -167,25 +167,36 @@ ACK_BOUND = 64
 
 
 def record_bound(address: str, queues: int, msg: Message) -> int:
-    """An upper bound of the bytes ``msg`` adds to the record that journals it (the size
+    """An upper bound of the bytes ``msg`` adds to the record that journals it (from the size
     ``Message.checked`` measured, when it was taken through it)."""
-    size = msg.__dict__.get("checked_size")
+    size = msg.checked_size
     if size is None:
         size = len(msg.body) + len(msgpack.packb(msg.properties, use_bin_type=True))
     return size + len(address) * 4 + 9 * queues + MESSAGE_OVERHEAD + ACK_BOUND
 
 
+def fitting_bound(address: str, queues: int, msg: Message, limit: int) -> int:
+    """``record_bound`` of ``msg``, checked against ``limit``, the journal's largest record
+    (``JournalOptions.max_frame()``) in bytes.
+
+    Raises:
+        RecordTooLargeError: the message alone cannot be journaled; nothing was changed.
+    """
+    n = record_bound(address, queues, msg)
+    if n + FRAME_OVERHEAD > limit:
+        raise RecordTooLargeError(n + FRAME_OVERHEAD, limit)
+    return n
+
+
 def _chunks(broker: "Broker", routed: List[Tuple[Tuple["Address", List[Queue]], Message]]
             ) -> List[List[Tuple[Tuple["Address", List[Queue]], Message]]]:
-    limit = broker.persistence.journal.options.max_frame() - FRAME_OVERHEAD
+    limit = broker.persistence.journal.options.max_frame()
     chunks: List[List[Tuple[Tuple["Address", List[Queue]], Message]]] = [[]]
     size = 0
     for item in routed:
         (addr, queues), msg = item
-        n = record_bound(addr.name, len(queues), msg)
-        if n > limit:
-            raise RecordTooLargeError(n + FRAME_OVERHEAD, limit + FRAME_OVERHEAD)
-        if size + n > limit:
+        n = fitting_bound(addr.name, len(queues), msg, limit)
+        if size + n + FRAME_OVERHEAD > limit:
             chunks.append([])
             size = 0
         chunks[-1].append(item)

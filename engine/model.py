@@ -56,6 +56,8 @@ class Message:
         timestamp: send time in ms since the epoch (set by the broker when 0).
         message_id: assigned by the broker on send.
         address: the address it was sent to (set by the broker).
+        checked_size: body and packed properties in bytes, set on the copy ``checked`` takes
+            (the record size bound uses it); ``None`` otherwise.
     """
 
     body: bytes = b""
@@ -66,6 +68,7 @@ class Message:
     timestamp: int = 0
     message_id: int = 0
     address: str = ""
+    checked_size: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.body = check_body(self.body)
@@ -98,7 +101,7 @@ class Message:
         copy.body = check_body(self.body)
         copy.properties, size = packed_properties(self.properties)
         copy._check_fields()
-        copy.__dict__["checked_size"] = len(copy.body) + size  # for the record size bound
+        copy.checked_size = len(copy.body) + size
         return copy
 
 

@@ -17,6 +17,7 @@ from engine.delivery import cancel
 from engine.errors import BrokerFailedError
 from engine.queue import MessageRef
 from journal import Location
+from recovery import StoreImage
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.broker import Broker
@@ -39,15 +40,24 @@ def end_open_deliveries(broker: "Broker") -> None:
         pass  # failed meanwhile: recovery ends them at the next open
 
 
-def end_recovered_deliveries(broker: "Broker", busy: List[Tuple[Location, MessageRef]]) -> None:
-    """At open: ``busy`` holds each reference the journal shows in delivery, with its last
-    DELIVERY record's location (loaded on the ready list in journal order). They are put in
-    delivery and cancelled in consumption order; the queues' ready lists are then in journal
-    order again, as a reopen after a clean close loads them. The decisions are journaled.
+def end_recovered_deliveries(broker: "Broker", image: StoreImage) -> None:
+    """At open, right after the broker loaded ``image``: the references the image shows in
+    delivery (their last DELIVERY record not marked returned; loaded on the ready lists in
+    journal order) are put in delivery and cancelled in consumption order, the order of those
+    DELIVERY records. The queues' ready lists are then in journal order again, as a reopen
+    after a clean close loads them. The decisions are journaled.
 
     Raises:
         BrokerFailedError: writing the decisions failed.
     """
+    busy: List[Tuple[Location, MessageRef]] = []
+    for qi in image.queues.values():
+        queue = broker.queues_by_id.get(qi.id)
+        if queue is None or queue.non_destructive:
+            continue  # (non-destructive: nothing was taken off the queue)
+        open_at = {r.mid: r.delivery_location for r in qi.refs.values()
+                   if r.in_delivery and r.delivery_location is not None}
+        busy += [(open_at[ref.msg.mid], ref) for ref in queue.ready if ref.msg.mid in open_at]
     if not busy:
         return
     with broker.lock:

@@ -13,8 +13,6 @@ from engine.errors import AddressNotFoundError, QueueNotFoundError
 from engine.model import Message
 from engine.queue import MessageRef, StoredMessage, kept_body
 from engine.values import TIME_MAX, check_int
-from journal import RecordTooLargeError
-from journal.format import FRAME_OVERHEAD
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -34,9 +32,9 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
         InvalidArgumentError (a message field, or a delivery count not an int >= 0),
         RecordTooLargeError: nothing restored.
     """
-    from engine.delivery import record_bound, serve_waiters
+    from engine.delivery import fitting_bound, serve_waiters
     items = [(address, dict(counts), msg.checked()) for address, counts, msg in items]
-    limit = broker.persistence.journal.options.max_frame() - FRAME_OVERHEAD
+    limit = broker.persistence.journal.options.max_frame()
     with broker.lock:
         broker.check_open()
         plans = []
@@ -48,9 +46,7 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
                 check_int(f"delivery count on {q.name!r}", counts[q.name], 0, TIME_MAX)
                 if q.config.address != address:
                     raise QueueNotFoundError(q.name, address)
-            size = record_bound(address, len(queues), msg)
-            if size > limit:
-                raise RecordTooLargeError(size + FRAME_OVERHEAD, limit + FRAME_OVERHEAD)
+            fitting_bound(address, len(queues), msg, limit)
             plans.append((address, queues, counts, msg))
         records: List[tuple] = []
         placed = []

@@ -63,18 +63,23 @@ _PLAIN = frozenset({str, int, float, bool, bytes, type(None)})
 _STR = frozenset({str})
 
 
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is a dict of str keys and plain values (one C-speed test)."""
+    return value.__class__ is dict and set(map(type, value)) <= _STR and \
+        set(map(type, value.values())) <= _PLAIN
+
+
 def packed_properties(value: Any) -> Tuple[Dict[str, Any], int]:
     """``check_properties``, and the size in bytes of the map as msgpack packs it. The common
     case (a plain dict of plain values) is checked by packing it once: msgpack refuses lone
-    surrogates and ints outside its range; anything else takes the value-by-value path, which
+    surrogates and ints outside its range; anything else takes the entry-by-entry path, which
     names what is wrong."""
-    if value.__class__ is dict and set(map(type, value)) <= _STR and \
-            set(map(type, value.values())) <= _PLAIN:
+    if _plain(value):
         try:
             return dict(value), len(msgpack.packb(value, use_bin_type=True))
         except (ValueError, OverflowError, TypeError):
-            pass  # the slow path says which entry
-    checked = check_properties(value)
+            pass  # the entry-by-entry path says which entry
+    checked = _check_each(value)
     return checked, len(msgpack.packb(checked, use_bin_type=True))
 
 
@@ -82,15 +87,12 @@ def check_properties(value: Any, deep: bool = True) -> Dict[str, Any]:
     """A private copy of a property map: str keys; values None, bool, int (msgpack range),
     float, str or bytes (the types of JMS/AMQP application properties). ``deep=False`` checks
     the types only (a message being built); strings and int ranges are checked at the send."""
-    if value.__class__ is dict and set(map(type, value)) <= _STR and \
-            set(map(type, value.values())) <= _PLAIN:
-        if not deep:
-            return dict(value)
-        try:
-            msgpack.packb(value, use_bin_type=True)  # refuses surrogates and big ints
-            return dict(value)
-        except (ValueError, OverflowError, TypeError):
-            pass  # the loop below says which entry
+    if not deep and _plain(value):
+        return dict(value)
+    return packed_properties(value)[0]
+
+
+def _check_each(value: Any) -> Dict[str, Any]:
     if not isinstance(value, Mapping):
         raise InvalidArgumentError("properties", f"a dict is needed, not "
                                                  f"{type(value).__name__}")

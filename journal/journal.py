@@ -119,6 +119,7 @@ class Journal:
 
         start = time.monotonic()
         opts, fs = self._options, self._fs
+        proven_lsn = 0 if opts.salvage else proven_lsn  # salvage opens what is there
         if not opts.read_only:
             if not fs.exists(self._dir):
                 fs.mkdir(self._dir)
@@ -145,7 +146,7 @@ class Journal:
             self._segments[info.sequence] = info
         last = loaded.segments[-1] if loaded.segments else None
         self._next_lsn = (last.last_lsn + 1) if last else 1
-        if proven_lsn >= self._next_lsn and not opts.salvage:
+        if proven_lsn >= self._next_lsn:
             raise JournalBehindError(last.path if last else self._dir, last.end if last else 0,
                                      proven_lsn, self._next_lsn - 1)
         self._durable_lsn = self._next_lsn - 1

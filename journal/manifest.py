@@ -141,7 +141,6 @@ class Reconciled:
     manifest: Optional[SegmentManifest]
     missing: List[str] = field(default_factory=list)
     unlisted: List[str] = field(default_factory=list)
-    finished_deletes: int = 0
 
 
 def reconcile(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], read_only: bool,
@@ -202,7 +201,6 @@ def reconcile(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], read
         fs.unlink(found[seq])
     if retired or out.unlisted:
         fs.fsync_dir(directory)
-    out.finished_deletes = len(retired)
     manifest.live -= set(lost)
     manifest.retiring = set()
     manifest.save()

@@ -115,8 +115,7 @@ def load_segments(fs: FileSystem, directory: str, paths: List[Tuple[int, str]], 
     try:
         for index, (seq, path) in enumerate(paths):
             info = _load_one(fs, seq, path, index == len(paths) - 1, prev_lsn, max_frame,
-                             read_only, salvage, (trusted or {}).get(seq), result,
-                             0 if salvage else proven_lsn)
+                             read_only, salvage, (trusted or {}).get(seq), result, proven_lsn)
             if info is not None:
                 prev_lsn = info.last_lsn
                 result.segments.append(info)

@@ -22,6 +22,7 @@ import time
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from journal import seeded_bugs
+from journal.errors import JournalFailedError
 from journal.format import SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE, SegmentHeader
 from journal.fs import FileSystem
 from journal.manifest import SegmentManifest
@@ -222,7 +223,7 @@ class GroupCommitWriter:
                 self.fsyncs += 1
             except OSError as exc:
                 self._j._fail(exc, Batch())
-        self._j._check_writable()
+                raise JournalFailedError(self._j._failure or exc) from exc
 
     def flush(self, batch: Batch) -> None:
         """Write and sync one batch: the durability order of the journal.

@@ -88,24 +88,20 @@ class LmdbIndex(IndexStore):
         self._env = None
         if not read_only:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        exists = os.path.exists(os.path.join(directory, DATA_FILE))
-        if exists:
+        if os.path.exists(os.path.join(directory, DATA_FILE)):
             try:
                 self.discarded = precheck(directory) or ""
             except OSError as exc:
                 self.discarded = f"the index file cannot be read: {exc}"
-        if self.discarded and not read_only:
-            self._wipe()  # never mapped: rebuilt from the journal
-        if (exists and not self.discarded) or not read_only:
-            try:
-                self._open()
-            except IndexInvalidError as exc:
-                if read_only:
-                    self.discarded = exc.reason
+            if not self.discarded:
+                try:
+                    self._open()
                     return
-                self.discarded = self.discarded or exc.reason
-                self._wipe()
-                self._open()
+                except IndexInvalidError as exc:
+                    self.discarded = exc.reason
+        if not read_only:  # a new index, or a damaged one never mapped: rebuilt from the journal
+            self._wipe()
+            self._open()
 
     def _wipe(self) -> None:
         for name in (DATA_FILE, "lock.mdb", CHECKSUM_FILE):

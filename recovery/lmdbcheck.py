@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Optional
+from typing import Optional, Tuple
 
 from journal.crc import crc32c
 
@@ -57,25 +57,28 @@ def precheck(directory: str) -> Optional[str]:
     path = os.path.join(directory, DATA_FILE)
     with open(path, "rb") as f:
         head = f.read(2 * 65536)
-        size = os.fstat(f.fileno()).st_size
-        problem = _meta_problem(head, size)
-        if problem is not None:
-            return problem
-        stored = _stored_checksum(directory)
-        if stored is None:
-            return "no valid checksum of the index file (written before it, or cut short)"
-        if stored[0] != size:
-            return f"the index file is {size} bytes, its checksum was taken at {stored[0]}"
-        f.seek(0)
-        value = 0
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            value = crc32c(chunk, value)
+        problem = _meta_problem(head, os.fstat(f.fileno()).st_size)
+    if problem is not None:
+        return problem
+    stored = _stored_checksum(directory)
+    if stored is None:
+        return "no valid checksum of the index file (written before it, or cut short)"
+    size, value = _file_crc(path)
+    if stored[0] != size:
+        return f"the index file is {size} bytes, its checksum was taken at {stored[0]}"
     if value != stored[1]:
         return "the index file changed since its last checkpoint (checksum mismatch)"
     return None
+
+
+def _file_crc(path: str) -> Tuple[int, int]:
+    """(size in bytes, CRC-32C) of the file at ``path``."""
+    value = 0
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        while chunk := f.read(CHUNK):
+            value = crc32c(chunk, value)
+    return size, value
 
 
 def _meta_problem(head: bytes, size: int) -> Optional[str]:
@@ -105,7 +108,7 @@ def _page_size(head: bytes) -> Optional[int]:
     return psize if psize in (4096, 8192, 16384, 32768, 65536) else None
 
 
-def _stored_checksum(directory: str) -> Optional[tuple]:
+def _stored_checksum(directory: str) -> Optional[Tuple[int, int]]:
     try:
         with open(os.path.join(directory, CHECKSUM_FILE), "rb") as f:
             data = f.read(64)
@@ -124,14 +127,7 @@ def write_checksum(directory: str) -> None:
     Raises:
         OSError: the old checksum may stay; it then fails the next check (a rebuild).
     """
-    value = 0
-    with open(os.path.join(directory, DATA_FILE), "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        while True:
-            chunk = f.read(CHUNK)
-            if not chunk:
-                break
-            value = crc32c(chunk, value)
+    size, value = _file_crc(os.path.join(directory, DATA_FILE))
     body = _SUM.pack(SUM_MAGIC, size, value)
     tmp = os.path.join(directory, CHECKSUM_FILE + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

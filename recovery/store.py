@@ -107,19 +107,16 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
     """
     start = time.monotonic()
     cp, why = index.load()
-    trust = cp is not None and not verify and not options.salvage and not rebuild
+    # salvage and rebuild replay everything (salvage then says what the checkpoint had more);
+    # the checkpoint's LSN still proves what was durable, except to salvage (the journal's call)
+    use = None if options.salvage or rebuild else cp
+    why = "salvage" if options.salvage else "asked for" if rebuild else why
     journal = Journal.open(os.path.join(directory, JOURNAL_DIR), options, fs,
-                           trusted=cp.catalogue if trust and cp is not None else None,
+                           trusted=use.catalogue if use is not None and not verify else None,
                            proven_lsn=cp.lsn if cp is not None else 0)
-    lost: Dict[str, Any] = {}
     try:
-        if options.salvage:  # rebuild from what is left, and say what the checkpoint had more
-            image, how, replayed = _fold(journal, None, "salvage", read_only and not liveness)
-            lost = _lost(cp.image, image) if cp is not None else {}
-        elif rebuild:
-            image, how, replayed = _fold(journal, None, "asked for", read_only and not liveness)
-        else:
-            image, how, replayed = _fold(journal, cp, why, read_only and not liveness)
+        image, how, replayed = _fold(journal, use, why, read_only and not liveness)
+        lost = _lost(cp.image, image) if options.salvage and cp is not None else {}
         if not read_only:
             journal.liveness.reclaim()
     except BaseException:

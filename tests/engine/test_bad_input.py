@@ -162,19 +162,6 @@ def test_an_existing_directory_is_made_private(tmp_path: Path) -> None:
     assert (d.stat().st_mode & 0o777) == 0o700
 
 
-def test_operations_racing_close_get_illegal_state(tmp_path: Path) -> None:
-    from engine.errors import IllegalStateError
-    b = open_store(tmp_path / "s")
-    b.create_address("q")
-    b.create_queue(QueueConfig("q", "q"))
-    s = b.session()
-    b.close()
-    with pytest.raises(IllegalStateError):
-        s.send("q", Message(b"late"))
-    with pytest.raises(IllegalStateError):
-        b.checkpoint()
-
-
 # -- the property: any value either round-trips through a reopen or is refused cleanly --------
 
 ANY = st.one_of(st.none(), st.booleans(), st.integers(min_value=-2 ** 70, max_value=2 ** 70),

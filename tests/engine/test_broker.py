@@ -282,7 +282,12 @@ def test_closed_objects_refuse_work(tmp_path: Path) -> None:
     s.close()
     with pytest.raises(IllegalStateError):
         s.send("a", Message(b"x"))
+    late = b.session()  # still open when the broker closes: refused as closed, not failed
     b.close()
+    with pytest.raises(IllegalStateError):
+        late.send("a", Message(b"late"))
+    with pytest.raises(IllegalStateError):
+        b.checkpoint()
     with pytest.raises(IllegalStateError):
         b.create_address("b")
     with pytest.raises(IllegalStateError):
