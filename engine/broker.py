@@ -4,7 +4,12 @@
 (``engine.persistence``). All state changes happen under one lock, in the order their records
 get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing,
 delivery and settlement live in ``engine.delivery``; sessions and consumers in
-``engine.session``.
+``engine.session``; opening the directory in ``engine.opening``; ending deliveries at close and
+reopen in ``engine.restart``.
+
+Why over 500 lines: most of it is the public management API (addresses, queues, settings,
+statistics), each method a short locked step with its docstring; splitting it by verb would
+only spread one lock's invariants over several modules.
 """
 
 from __future__ import annotations

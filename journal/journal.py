@@ -7,6 +7,11 @@ location (``read``) or in LSN order (``records``). Upper layers report dead reco
 (``mark_dead``, ``mark_dead_after`` for tombstones such as acks that must outlive their target)
 and the journal deletes segments with no live record and compacts mostly-dead ones
 (``journal.compaction``). The journal never interprets payloads.
+
+Why over 500 lines: it is the facade whose state (one lock, the segment table, the LSN
+counters, the open batch) every append path and the open procedure share; the work itself is
+in ``opening``, ``manifest``, ``staging``, ``writer``, ``liveness`` and ``compaction``, and
+moving more out would hand those modules the private state instead.
 """
 
 from __future__ import annotations
