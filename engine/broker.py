@@ -31,7 +31,8 @@ from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
-from engine.queue import MessageRef, Queue, StoredMessage
+from engine.paging import DEFAULT_BUDGET, IndexReader, MemoryBudget, MessageCache
+from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
 from recovery import IndexStore, RecoveryReport, StoreImage
 from recovery import schema
@@ -64,8 +65,12 @@ class Broker:
 
     def __init__(self, persistence: Persistence, report: RecoveryReport,
                  syntax: WildcardSyntax = DEFAULT_SYNTAX,
-                 clock: Optional[Callable[[], int]] = None) -> None:
+                 clock: Optional[Callable[[], int]] = None,
+                 memory_budget: int = DEFAULT_BUDGET) -> None:
         self._p = persistence
+        self.budget = MemoryBudget(memory_budget)
+        self.cache = MessageCache(self.budget)
+        self.reader = IndexReader(persistence.image, self.cache)
         self.recovery_report = report
         self.lock = threading.RLock()
         self.settings = SettingsRepository(syntax)
@@ -73,7 +78,6 @@ class Broker:
         self.addresses: Dict[str, Address] = {}
         self.queues: Dict[str, Queue] = {}
         self.queues_by_id: Dict[int, Queue] = {}
-        self.messages: Dict[int, StoredMessage] = {}
         self._failure: Optional[BaseException] = None
         self._closed = False
         self.sessions: List[object] = []
@@ -96,7 +100,8 @@ class Broker:
              clock: Optional[Callable[[], int]] = None,
              expiry_scan_ms: int = 30_000,
              verify_journal: bool = False,
-             rebuild_index: bool = False) -> "Broker":
+             rebuild_index: bool = False,
+             memory_budget: int = DEFAULT_BUDGET) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -105,7 +110,8 @@ class Broker:
                 with which the index is kept in memory unless ``index`` is given).
             journal_options: journal settings (segment size, sync policy...).
             index: the index store; LMDB in ``directory/index`` by default.
-            checkpoint_records: write an index checkpoint after this many records.
+            checkpoint_records: commit the index (what changed since the last commit) after
+                this many records; a commit costs O(changes), never O(state).
             address_settings: address-settings entries by match pattern (seed 004 §4.17),
                 journaled when they differ from the stored ones; entries stored earlier and
                 not named here stay (remove them with ``remove_address_settings``).
@@ -117,6 +123,10 @@ class Broker:
                 index lets recovery trust (records are CRC-checked whenever read anyway).
             rebuild_index: rebuild the index from the journal alone (the old checkpoint's LSN
                 still proves which records were durable).
+            memory_budget: bytes of RAM for message references and messages: queue heads,
+                deliveries held by consumers, messages they share (seed 003's linked caches
+                of fixed size). A durable queue's backlog beyond its head stays in the index
+                and is read back in order as the head drains; at least 1 MiB.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -134,6 +144,7 @@ class Broker:
         fs = fs or OsFileSystem()
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
+        check_int("memory_budget", memory_budget, 1 << 20, TIME_MAX)
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
@@ -141,7 +152,7 @@ class Broker:
         rec = storage.recovered
         try:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
-            broker = cls(persistence, rec.report, wildcard_syntax, clock)
+            broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget)
             broker._storage = storage
             end_recovered_deliveries(broker, rec.image)
             for match, values in entries.items():
@@ -158,20 +169,21 @@ class Broker:
         return broker
 
     def _load(self, image: StoreImage) -> None:
+        """Addresses and queues from the image; messages stay in the index (a pageable
+        queue reads its head when first needed)."""
         for a in image.addresses.values():
             self.addresses[a.name] = Address(a.id, a.name,
                                              {RoutingType(r) for r in a.routing_types},
                                              a.auto_created)
-        for m in image.messages.values():
-            self.messages[m.mid] = StoredMessage(m.mid, m.address, True, m.properties,
-                                                 m.timestamp, m.expiration, m.priority, None, m)
         for qi in image.queues.values():
             config = QueueConfig.from_record(qi.name, qi.address, qi.routing_type, qi.config)
-            queue = Queue(qi.id, config)
+            queue = self.new_queue(qi.id, config)
             self._attach_queue(queue)
-            for r in qi.refs.values():
-                queue.load_tail(MessageRef(self.messages[r.mid], queue, r.order,
-                                           r.delivery_count, journaled=True))
+            queue.open_from_index()
+
+    def new_queue(self, qid: int, config: QueueConfig) -> Queue:
+        """A runtime queue sharing this broker's RAM budget (not attached yet)."""
+        return Queue(qid, config, self.cache, self.reader if config.durable else None)
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -412,7 +424,7 @@ class Broker:
             if config.routing_type not in addr.routing_types:
                 raise RoutingTypeError(f"address {addr.name!r} does not support "
                                        f"{config.routing_type.value}")
-            queue = Queue(self.next_id(), config)
+            queue = self.new_queue(self.next_id(), config)
             ticket = None
             if config.durable:
                 ticket = self.write([(RecordKind.QUEUE_ADD, schema.queue_add(
@@ -441,7 +453,7 @@ class Broker:
             ticket = None
             if queue.durable:
                 ticket = self.write([(RecordKind.QUEUE_DEL, schema.by_id(queue.id))])
-            for ref in list(queue.ready) + list(queue.delivering.values()):
+            for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()):
                 self.drop_message_ref(ref)
             del self.queues[name]
             del self.queues_by_id[queue.id]
@@ -451,10 +463,9 @@ class Broker:
         self.wait(ticket)
 
     def drop_message_ref(self, ref: MessageRef) -> None:
-        """Forget a reference that left its queue; the message goes with its last one."""
-        ref.msg.refcount -= 1
-        if ref.msg.refcount <= 0:
-            self.messages.pop(ref.msg.mid, None)
+        """Forget a reference that left its queue; RAM lets the message go with its last
+        in-memory reference (the index keeps a journaled one while it has references)."""
+        ref.queue.release(ref)
 
     def find_queue(self, name: str) -> Queue:
         """The queue called ``name`` (lock held). Raises QueueNotFoundError."""
@@ -491,10 +502,13 @@ class Broker:
         """Counts, the journal's counters and the index's health (failed checkpoints)."""
         with self.lock:
             p = self._p
-            return BrokerStatistics(len(self.addresses), len(self.queues), len(self.messages),
+            transient = sum(1 for m in self.cache.by_id.values() if not m.journaled)
+            return BrokerStatistics(len(self.addresses), len(self.queues),
+                                    p.image.tables.msg.count + transient,
                                     p.journal.statistics(), p.last_checkpoint_lsn,
                                     p.checkpoint_failures, p.last_checkpoint_error,
-                                    self._failure is not None)
+                                    self._failure is not None, self.budget.statistics(),
+                                    p.index.commits, p.index.written)
 
     def checkpoint(self) -> int:
         """Write an index checkpoint now; returns its LSN.

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence,
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
 from engine.model import Message, RoutingType
 from engine.names import Destination
-from engine.queue import MessageRef, Queue, StoredMessage, kept_body
+from engine.queue import PENDING, MessageRef, Queue, StoredMessage, kept_body
 import msgpack
 
 from journal import RecordTooLargeError, Ticket
@@ -85,6 +85,7 @@ class Placement:
         self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
         self.removals: List[Removal] = []
         self.touched: Dict[int, Queue] = {}
+        self.base_lsn = broker.persistence.journal.next_lsn - 1
 
     def add(self, address: str, queues: List[Queue], msg: Message) -> None:
         broker = self.broker
@@ -102,12 +103,11 @@ class Placement:
                                                 msg.body, msg.properties, ts, expiration,
                                                 msg.priority))
         stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
-                               msg.priority, kept_body(msg.body, journaled, queues))
-        if queues:
-            broker.messages[mid] = stored
+                               msg.priority, kept_body(msg.body, journaled, queues),
+                               bool(journaled))
         refs = []
         for q in queues:
-            ref = MessageRef(stored, q, (0, 0), journaled=q in journaled)
+            ref = MessageRef(stored, q, PENDING, journaled=q in journaled)
             self.removals += q.add_tail(ref, self.now)
             refs.append(ref)
             self.touched[q.id] = q
@@ -130,11 +130,14 @@ class Placement:
                 ticket = broker.write([(RecordKind.MESSAGE, p) for p in self.payloads])
             first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
             lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
-        for stored, refs, slot in self.placed:
+        prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
+        for _stored, refs, slot in self.placed:
             if slot >= 0 and lsn_of is not None:
-                stored.image = broker.persistence.image.messages.get(stored.mid)
-            for ref in refs:
-                ref.order = lsn_of(slot) if ref.journaled and lsn_of else (0, ref.seq)
+                prev = lsn_of(slot)
+            for ref in refs:  # one not journaled sorts after the journaled one before it
+                ref.order = prev if ref.journaled and lsn_of else (prev[0], prev[1], ref.seq)
+        for q in self.touched.values():
+            q.written()
         for ref, why in self.removals:
             forget(broker, ref, why)
         for q in self.touched.values():
@@ -271,7 +274,7 @@ def serve_waiters(broker: "Broker", queue: Queue) -> None:
     """Give available messages to consumers blocked in receive, longest waiting first; a
     waiter whose consumer has no credit keeps its place until an ack frees some."""
     kept = []
-    while queue.waiters and queue.ready:
+    while queue.waiters and queue.ready_count():
         waiter = queue.waiters.popleft()
         if waiter.done or waiter.consumer.closed:
             continue
@@ -374,8 +377,11 @@ def commit(broker: "Broker", sends: Sequence[Tuple[Destination, Message]],
 
 
 def body_of(broker: "Broker", msg: StoredMessage) -> bytes:
-    """The message body: in memory, or read from the journal (lock held)."""
+    """The message body: in memory, or read from the journal (lock held).
+
+    Raises:
+        KeyError: the message is not stored any more (settled meanwhile).
+    """
     if msg.body is not None:
         return msg.body
-    assert msg.image is not None
-    return broker._guard(broker.persistence.read_body, msg.image)
+    return broker._guard(broker.persistence.read_body, msg.mid)

@@ -227,6 +227,10 @@ class BrokerStatistics:
         checkpoint_failures: index checkpoints that failed since open (logged, retried).
         last_checkpoint_error: the last such failure's text, "" when none.
         failed: the broker stopped after a storage failure (reopen to recover).
+        memory: the RAM budget (``engine.paging.MemoryStatistics``): bytes charged, peak,
+            references and messages in RAM, references paged out and back in.
+        index_commits: index commits since open; index_entries_written: entries those
+            commits wrote or deleted (each commit writes what changed, never the whole state).
     """
 
     addresses: int
@@ -237,6 +241,9 @@ class BrokerStatistics:
     checkpoint_failures: int
     last_checkpoint_error: str
     failed: bool
+    memory: Any = None
+    index_commits: int = 0
+    index_entries_written: int = 0
 
 
 def check_queue_config(config: QueueConfig) -> None:

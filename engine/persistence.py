@@ -5,9 +5,9 @@ lock, so LSN order is state-change order) appends records and folds them into th
 once; the liveness facts the fold produces (records now dead) are held back until the journal
 says the records that caused them are durable, because a message's segment must not be reclaimed
 before its ack is on disk. Callers wait on the returned ticket outside the lock and only then
-release effects (return from send, hand out a delivery). ``checkpoint`` writes the image, the
-journal's liveness and its segment catalogue to the index at one durable LSN and moves the
-reclaim horizon there.
+release effects (return from send, hand out a delivery). ``checkpoint`` commits what changed in
+the image since the last commit, with the journal's liveness changes and its segment catalogue,
+to the index at one durable LSN (O(changes), issue 12) and moves the reclaim horizon there.
 """
 
 from __future__ import annotations
@@ -18,10 +18,8 @@ from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from journal import Journal, Location, Ticket
-from recovery import Checkpoint, IndexStore, StoreImage
-from recovery.checkpoint import encode
+from recovery import IndexStore, StoreImage, write_index
 from recovery.errors import IndexInvalidError
-from recovery.image import MessageImage
 from recovery.schema import RecordKind
 
 log = logging.getLogger("mqstore")
@@ -111,17 +109,22 @@ class Persistence:
         return 0 < self.checkpoint_records <= self.since_checkpoint
 
     def checkpoint(self, extras: Optional[Dict[str, Any]] = None) -> int:
-        """Write a checkpoint at the current durable end (broker lock held: nothing changes).
+        """Commit the image's changes to the index at the current durable end (broker lock
+        held: nothing changes meanwhile). Costs one journal sync and one index transaction
+        holding what changed since the last commit.
 
         Returns:
             The checkpoint's LSN.
+
+        Raises:
+            IndexInvalidError: the index write failed (the changes stay for the next try).
+            JournalError: the journal sync failed.
         """
         self.journal.sync()
         self.sink.release()
         lsn = self.journal.next_lsn - 1
-        cp = Checkpoint(lsn, self.image, self.journal.catalogue(),
-                        self.journal.liveness.export_state(), extras or {})
-        self.index.write_tables(encode(cp))
+        self.image.last_lsn = max(self.image.last_lsn, lsn)
+        write_index(self.index, self.image, self.journal, extras or {})
         self.journal.liveness.horizon = lsn
         self.journal.liveness.reclaim()
         self.since_checkpoint = 0
@@ -151,10 +154,17 @@ class Persistence:
                         "everything): %s", exc)
             return 0
 
-    def read_body(self, msg: MessageImage) -> bytes:
-        """The body of a durable message, read from its record (broker lock held). Decoded
-        records are kept in a small LRU cache: a TX record holds a whole batch, and consumers
-        read a batch in order, so it is decoded once, not once per message."""
+    def read_body(self, mid: int) -> bytes:
+        """The body of durable message ``mid``, read from its record (broker lock held).
+        Decoded records are kept in a small LRU cache: a TX record holds a whole batch, and
+        consumers read a batch in order, so it is decoded once, not once per message.
+
+        Raises:
+            KeyError: the image does not hold ``mid``. The journal's read errors.
+        """
+        msg = self.image.message(mid)
+        if msg is None:
+            raise KeyError(mid)
         payload = self._cache.get(msg.location)
         if payload is None:
             payload = self.journal.read(msg.location).payload

@@ -35,8 +35,10 @@ class RingPolicy:
         return []
 
     def after_add(self, queue: "Queue", ref: "MessageRef", now_ms: int) -> List[Removal]:
-        if len(queue.ready) > self.size:
-            return [(queue.ready[0], AckReason.EVICTED.value)]
+        if queue.ready_count() > self.size:
+            head = queue.first()
+            if head is not None:
+                return [(head, AckReason.EVICTED.value)]
         return []
 
     def removed(self, ref: "MessageRef") -> None:

@@ -12,43 +12,17 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from engine.model import Message, QueueConfig, QueueInfo, RoutingType
-from recovery.image import MessageImage
+from engine.model import QueueConfig, QueueInfo, RoutingType
+from engine.paging import MIN_HEAD, IndexReader, MessageCache, StoredMessage
+
+Order = Tuple[int, ...]
+PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
 
 
-class StoredMessage:
-    """A message held by the broker (shared by its references).
-
-    Attributes:
-        mid: message id. address: where it was sent. durable: journaled on durable queues.
-        properties, timestamp, expiration (ms since epoch, 0 never), priority.
-        body: the bytes, or ``None`` when every queue it reached journals it: then it is
-            read from the journal on demand (references separate from bodies; ``kept_body``).
-        image: the image entry of a journaled message, else ``None``.
-        refcount: references on queues (in-memory ones included).
-    """
-
-    __slots__ = ("mid", "address", "durable", "properties", "timestamp", "expiration",
-                 "priority", "body", "image", "refcount")
-
-    def __init__(self, mid: int, address: str, durable: bool, properties: Dict[str, Any],
-                 timestamp: int, expiration: int, priority: int, body: Optional[bytes],
-                 image: Optional[MessageImage] = None) -> None:
-        self.mid = mid
-        self.address = address
-        self.durable = durable
-        self.properties = properties
-        self.timestamp = timestamp
-        self.expiration = expiration
-        self.priority = priority
-        self.body = body
-        self.image = image
-        self.refcount = 0
-
-    def to_message(self, body: bytes) -> Message:
-        """A user-facing copy with ``body``."""
-        return Message(body, dict(self.properties), self.durable, self.priority,
-                       self.expiration, self.timestamp, self.mid, self.address)
+def below(order: Order) -> Order:
+    """The greatest journal order key less than ``order`` (a paging queue's horizon)."""
+    lsn, slot = order[0], order[1]
+    return (lsn, slot - 1) if slot > 0 else (lsn - 1, (1 << 62))
 
 
 def kept_body(body: bytes, journaled: Sequence[Any], queues: Sequence[Any]
@@ -65,7 +39,8 @@ class MessageRef:
 
     Attributes:
         msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
-        it there (0, seq for in-memory ones). delivery_count: times handed to a consumer.
+        it there (for one not journaled: the key of the journaled one before it, then its
+        arrival number, so they sort together; ``PENDING`` until written). delivery_count: times handed to a consumer.
         consumer: the consumer holding it while in delivery, else ``None``.
         journaled: whether its state is in the journal (durable message on a durable queue).
         seq: arrival number on its queue. in_queue: whether it is on the ready list.
@@ -76,7 +51,7 @@ class MessageRef:
     __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled", "seq",
                  "in_queue", "taken")
 
-    def __init__(self, msg: StoredMessage, queue: "Queue", order: Tuple[int, int],
+    def __init__(self, msg: StoredMessage, queue: "Queue", order: Order,
                  delivery_count: int = 0, journaled: bool = False) -> None:
         self.msg = msg
         self.queue = queue
@@ -110,19 +85,38 @@ class QueuePolicy(Protocol):
 class Queue:
     """A queue's runtime state (guarded by the broker lock).
 
+    A durable queue's references live in the live index; RAM holds its head (``ready``),
+    refilled from the index in queue order as it drains, under the broker's RAM budget
+    (issue 12, seed 003). While a queue pages (``horizon`` set), every journaled reference
+    with an order key up to ``horizon`` is in RAM and the ``on_disk`` ones after it are read
+    back in order; references that arrive meanwhile wait in ``tail`` until their write, then
+    leave RAM (journaled ones) or stay there in order (those not journaled). Last-value and
+    non-destructive queues keep every reference in RAM (their policies and cursors look at the
+    whole queue).
+
     Attributes:
         id: queue id (journal identity). config: its ``QueueConfig``.
-        ready: references waiting for a consumer, head first.
+        ready: the references at the head, in RAM, waiting for a consumer.
+        tail: references that arrived while the queue pages, in RAM for now.
+        on_disk: ready references held only by the index.
+        horizon: ``None`` while every reference is in RAM; else the order key up to which
+            every journaled ready reference is.
         delivering: references handed out and not yet settled, by message id.
         consumers: open consumers. waiters: consumers blocked in receive, longest first.
         policies: composed ``QueuePolicy`` objects, applied in order.
     """
 
-    def __init__(self, qid: int, config: QueueConfig) -> None:
+    def __init__(self, qid: int, config: QueueConfig, cache: MessageCache,
+                 reader: Optional[IndexReader] = None) -> None:
         from engine.policies import build_policies
         self.id = qid
         self.config = config
+        self.cache = cache
+        self.reader = reader
         self.ready: Deque[MessageRef] = deque()
+        self.tail: Deque[MessageRef] = deque()
+        self.on_disk = 0
+        self.horizon: Optional[Order] = None
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
         self.waiters: Deque[Any] = deque()
@@ -143,14 +137,45 @@ class Queue:
         """Whether the queue is journaled."""
         return self.config.durable
 
+    @property
+    def pageable(self) -> bool:
+        """Whether references may leave RAM (durable; not last-value nor non-destructive)."""
+        return self.config.durable and self.reader is not None and \
+            not self.config.last_value_key and not self.config.non_destructive
+
     def message_count(self) -> int:
         """Messages on the queue, in delivery included (Artemis messageCount)."""
-        return len(self.ready) + len(self.delivering)
+        return self.ready_count() + len(self.delivering)
+
+    def ready_count(self) -> int:
+        """Messages waiting for a consumer (what a ring size bounds, seed 000)."""
+        return len(self.ready) + self.on_disk + len(self.tail)
 
     @property
     def non_destructive(self) -> bool:
         """Whether consuming leaves messages on the queue (seed 004 §4.9.6)."""
         return bool(self.config.non_destructive)
+
+    # -- joining ------------------------------------------------------------------------------
+    def open_from_index(self) -> None:
+        """At open: the index holds the queue's references. A pageable queue reads its head
+        when first needed; another one reads them all now (in queue order)."""
+        assert self.reader is not None
+        count = self.reader.count(self.id)
+        if count == 0:
+            return
+        if self.pageable:
+            self.on_disk = count
+            self.horizon = (0, 0)
+            return
+        after = None
+        while True:
+            rows = self.reader.read(self.id, after, 1024)
+            for msg, order, delivered in rows:
+                self.load_tail(MessageRef(msg, self, order, delivered, journaled=True))
+            if len(rows) < 1024:
+                return
+            after = rows[-1][1]
 
     def add_tail(self, ref: MessageRef, now_ms: int = 0) -> List[Tuple[MessageRef, str]]:
         """Append a new reference at the tail; return what the policies remove for it (the
@@ -158,15 +183,18 @@ class Queue:
         removals: List[Tuple[MessageRef, str]] = []
         for policy in self.policies:
             removals += self._take_off(policy.before_add(self, ref, now_ms))
-        self.mem_seq += 1
-        ref.seq = self.mem_seq
-        ref.in_queue = True
-        self.ready.append(ref)
-        ref.msg.refcount += 1
+        self._join(ref)
         self.added += 1
         for policy in self.policies:
             removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
+
+    def _join(self, ref: MessageRef) -> None:
+        self.mem_seq += 1
+        ref.seq = self.mem_seq
+        ref.in_queue = True
+        (self.ready if self.horizon is None else self.tail).append(ref)
+        self.cache.hold(ref.msg)
 
     def _take_off(self, removals: List[Tuple[MessageRef, str]]
                   ) -> List[Tuple[MessageRef, str]]:
@@ -176,13 +204,9 @@ class Queue:
         return removals
 
     def load_tail(self, ref: MessageRef) -> None:
-        """Append a recovered reference as it was: policies are not re-run (their decisions
-        are in the journal), only their indexes learn of it."""
-        self.mem_seq += 1
-        ref.seq = self.mem_seq
-        ref.in_queue = True
-        self.ready.append(ref)
-        ref.msg.refcount += 1
+        """Append a recovered or restored reference as it was: policies are not re-run (their
+        decisions are in the journal), only their indexes learn of it."""
+        self._join(ref)
         for policy in self.policies:
             if hasattr(policy, "latest"):
                 value = policy._value(ref)
@@ -193,10 +217,107 @@ class Queue:
         """Put the ready list in order-key order (the journal order recovery loads in)."""
         self.ready = deque(sorted(self.ready, key=lambda ref: ref.order))
 
+    # -- paging -------------------------------------------------------------------------------
+    def written(self) -> None:
+        """After the write that gave new references their order keys: while the queue pages,
+        those that arrived meanwhile leave RAM (journaled) or stay in order (not journaled);
+        otherwise, when the RAM budget is exceeded, the newest journaled references at the
+        tail leave RAM and the queue starts paging."""
+        budget = self.cache.budget
+        if self.horizon is not None:
+            kept: Deque[MessageRef] = deque()
+            for ref in self.tail:
+                if ref.journaled:
+                    self._page_out(ref)
+                else:
+                    kept.append(ref)
+            self.tail = kept
+            return
+        while budget.over() and self.pageable and len(self.ready) > MIN_HEAD and \
+                self.ready[-1].journaled:
+            ref = self.ready.pop()
+            self._page_out(ref)
+            self.horizon = below(ref.order) if self.horizon is None else \
+                min(self.horizon, below(ref.order))
+
+    def page_out_head(self) -> None:
+        """Send every journaled reference at the head back to the index (at open, after the
+        deliveries a crash left open came back: the index has them in queue order)."""
+        if not self.pageable or not self.ready:
+            return
+        kept = deque(ref for ref in self.ready if not ref.journaled)
+        for ref in self.ready:
+            if ref.journaled:
+                self._page_out(ref)
+        self.ready = kept
+        if self.horizon is None:
+            self.horizon = (0, 0)
+
+    def _page_out(self, ref: MessageRef) -> None:
+        ref.in_queue = False
+        self.on_disk += 1
+        self.cache.budget.paged_out += 1
+        self.cache.let_go(ref.msg)
+
+    def refill(self) -> None:
+        """Read the next references from the index into the head (budget allowing), merged
+        in order with those not journaled that wait in ``tail``; once the index has no more,
+        the queue stops paging."""
+        if self.horizon is None or self.reader is None:
+            return
+        want = self.cache.budget.refill_size()
+        rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
+        for msg, order, delivered in rows:
+            while self.tail and self.tail[0].order < order:
+                self.ready.append(self.tail.popleft())
+            ref = MessageRef(msg, self, order, delivered, journaled=True)
+            self.mem_seq += 1
+            ref.seq = self.mem_seq
+            ref.in_queue = True
+            self.ready.append(ref)
+            self.cache.hold(msg)
+            self.horizon = order
+        self.on_disk -= len(rows)
+        self.cache.budget.paged_in += len(rows)
+        if len(rows) < want:  # the index has nothing more for this queue
+            self.ready.extend(self.tail)
+            self.tail = deque()
+            self.horizon = None
+            self.on_disk = 0
+
+    def take_recovered(self, mid: int, order: Order, delivered: int) -> Optional[MessageRef]:
+        """At open: put the reference to ``mid`` that a crash left in delivery back in
+        delivery (from the head, or read from the index), so it can be cancelled as a close
+        would have; ``None`` when the queue does not hold it."""
+        if not self.pageable:
+            ref = next((r for r in self.ready if r.msg.mid == mid), None)
+            if ref is not None:
+                self.detach(ref)
+                self.delivering[mid] = ref
+            return ref
+        assert self.reader is not None
+        msg = self.reader.message(mid)
+        if msg is None:
+            return None
+        ref = MessageRef(msg, self, order, delivered, journaled=True)
+        self.cache.hold(msg)
+        self.on_disk -= 1
+        self.delivering[mid] = ref
+        return ref
+
+    def first(self) -> Optional[MessageRef]:
+        """The oldest ready reference (read from the index when the head is empty)."""
+        if not self.ready:
+            self.refill()
+        return self.ready[0] if self.ready else None
+
+    # -- leaving ------------------------------------------------------------------------------
     def take(self) -> Optional[MessageRef]:
         """Pop the head reference, or ``None``."""
         if not self.ready:
-            return None
+            self.refill()
+            if not self.ready:
+                return None
         ref = self.ready.popleft()
         ref.in_queue = False
         return ref
@@ -211,10 +332,17 @@ class Queue:
     def detach(self, ref: MessageRef) -> None:
         """Take a reference off the ready list (a policy or expiry removed it)."""
         if ref.in_queue:
-            self.ready.remove(ref)
+            try:
+                self.ready.remove(ref)
+            except ValueError:
+                self.tail.remove(ref)
             ref.in_queue = False
         for policy in self.policies:
             policy.removed(ref)
+
+    def release(self, ref: MessageRef) -> None:
+        """A reference left the queue for good: RAM lets it go."""
+        self.cache.let_go(ref.msg)
 
     def return_to_head(self, refs: List[MessageRef], now_ms: int = 0
                        ) -> List[Tuple[MessageRef, str]]:
@@ -244,6 +372,26 @@ class Queue:
         drops the message's reference count."""
         self.delivering.pop(ref.msg.mid, None)
         ref.consumer = None
+
+    def browse(self, after: Optional[Order], limit: int) -> List[MessageRef]:
+        """Ready references for a browser, in queue order. With ``after`` ``None``: the
+        whole head in RAM, then up to ``limit`` more from the index; else up to ``limit``
+        from the index after order key ``after``. References read from the index are not
+        held in RAM. Empty when there are no more."""
+        head = list(self.ready) if after is None else []
+        if self.horizon is None or self.reader is None:
+            return head + list(self.tail) if after is None else []
+        start = self.horizon if after is None or after < self.horizon else after
+        rows = self.reader.read(self.id, (start[0], start[1]), limit)
+        tail = [r for r in self.tail if after is None or r.order > after]
+        out: List[MessageRef] = []
+        for msg, order, delivered in rows:
+            while tail and tail[0].order < order:
+                out.append(tail.pop(0))
+            out.append(MessageRef(msg, self, order, delivered, journaled=True))
+        if len(rows) < limit:
+            out += tail
+        return head + out
 
     def info(self) -> QueueInfo:
         """The management view."""

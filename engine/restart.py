@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, List, Tuple
 
 from engine.delivery import cancel
 from engine.errors import BrokerFailedError
-from engine.queue import MessageRef
+from engine.queue import Queue
 from journal import Location
-from recovery import StoreImage
+from recovery import RefImage, StoreImage
 
 if TYPE_CHECKING:  # pragma: no cover
     from engine.broker import Broker
@@ -42,31 +42,29 @@ def end_open_deliveries(broker: "Broker") -> None:
 
 def end_recovered_deliveries(broker: "Broker", image: StoreImage) -> None:
     """At open, right after the broker loaded ``image``: the references the image shows in
-    delivery (their last DELIVERY record not marked returned; loaded on the ready lists in
-    journal order) are put in delivery and cancelled in consumption order, the order of those
-    DELIVERY records. The queues' ready lists are then in journal order again, as a reopen
-    after a clean close loads them. The decisions are journaled.
+    delivery (their last DELIVERY record not marked returned) are put in delivery and
+    cancelled in consumption order, the order of those DELIVERY records. The queues' heads are
+    then in journal order again, as a reopen after a clean close reads them (a paging queue
+    leaves them to the index, which has them in queue order). The decisions are journaled.
 
     Raises:
         BrokerFailedError: writing the decisions failed.
     """
-    busy: List[Tuple[Location, MessageRef]] = []
-    for qi in image.queues.values():
-        queue = broker.queues_by_id.get(qi.id)
-        if queue is None or queue.non_destructive:
+    busy: List[Tuple[Location, Queue, RefImage]] = []
+    for qid, mid in image.in_delivery():
+        queue = broker.queues_by_id.get(qid)
+        ref = image.ref(qid, mid)
+        if queue is None or queue.non_destructive or ref is None or \
+                ref.delivery_location is None:
             continue  # (non-destructive: nothing was taken off the queue)
-        open_at = {r.mid: r.delivery_location for r in qi.refs.values()
-                   if r.in_delivery and r.delivery_location is not None}
-        busy += [(open_at[ref.msg.mid], ref) for ref in queue.ready if ref.msg.mid in open_at]
+        busy.append((ref.delivery_location, queue, ref))
     if not busy:
         return
     with broker.lock:
-        refs = []
-        for _loc, ref in sorted(busy, key=lambda item: item[0]):
-            ref.queue.detach(ref)
-            ref.queue.delivering[ref.msg.mid] = ref
-            refs.append(ref)
-        ticket = cancel(broker, refs)
-        for queue in {ref.queue.id: ref.queue for ref in refs}.values():
+        refs = [queue.take_recovered(r.mid, r.order, r.delivery_count)
+                for _loc, queue, r in sorted(busy, key=lambda item: item[0])]
+        ticket = cancel(broker, [r for r in refs if r is not None])
+        for queue in {q.id: q for _l, q, _r in busy}.values():
             queue.sort_ready()
+            queue.page_out_head()
     broker.wait(ticket)

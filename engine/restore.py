@@ -63,18 +63,22 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
         ticket = broker.write(records) if records else None
         base = ticket.lsn - len(records) + 1 if ticket else 0
         index = 0
+        prev: Tuple[int, ...] = (broker.persistence.journal.next_lsn - 1 - len(records), 1 << 62)
         for mid, address, queues, counts, msg, on_disk, upto in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
-                                   kept_body(msg.body, on_disk, queues),
-                                   broker.persistence.image.messages.get(mid))
-            broker.messages[mid] = stored
-            order_lsn = base + index if on_disk else 0
+                                   kept_body(msg.body, on_disk, queues), bool(on_disk))
+            if on_disk:
+                prev = (base + index, 0)
             for q in queues:
-                q.load_tail(MessageRef(stored, q, (order_lsn, 0), counts[q.name],
-                                       journaled=q in on_disk))
+                ref = MessageRef(stored, q, prev, counts[q.name], journaled=q in on_disk)
+                q.load_tail(ref)
+                if not ref.journaled:
+                    ref.order = (prev[0], prev[1], ref.seq)
             index = upto
-        for q in {q.id: q for _m, _a, qs, *_r in placed for q in qs}.values():
+        touched = {q.id: q for _m, _a, qs, *_r in placed for q in qs}.values()
+        for q in touched:
+            q.written()
             serve_waiters(broker, q)
     broker.wait(ticket)
 

@@ -205,7 +205,11 @@ class Consumer:
 
 
 class Browser:
-    """Iterates the messages ready on a queue without acquiring them (a snapshot)."""
+    """Iterates the messages ready on a queue without acquiring them, in queue order: the
+    head in RAM, then the backlog read from the index in chunks (weakly consistent, as
+    Artemis browsers are: what is consumed meanwhile is skipped)."""
+
+    CHUNK = 256
 
     def __init__(self, session: "Session", queue: Queue) -> None:
         self._session = session
@@ -213,15 +217,21 @@ class Browser:
 
     def __iter__(self) -> Iterator[ReceivedMessage]:
         broker = self._session.broker
-        with broker.lock:
-            refs = list(self._queue.ready)
-        for ref in refs:
+        after = None
+        while True:
             with broker.lock:
-                if ref.msg.mid not in broker.messages:
-                    continue
-                body = ops.body_of(broker, ref.msg)
-            yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
-                                  self._queue.name)
+                refs = self._queue.browse(after, self.CHUNK)
+            for ref in refs:
+                with broker.lock:
+                    try:
+                        body = ops.body_of(broker, ref.msg)
+                    except KeyError:
+                        continue  # settled meanwhile
+                yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
+                                      self._queue.name)
+            if not refs:
+                return
+            after = refs[-1].order
 
 
 class Session:

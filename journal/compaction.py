@@ -257,6 +257,7 @@ def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[in
         late_dead: List[Location] = []
         for info in inputs:
             del j._segments[info.sequence]
+            live.changed_segments.add(info.sequence)
             for off in info.dead:
                 live.dead_lengths.pop((info.sequence, off), None)
             for off in info.dead - snapshot[info.sequence]:

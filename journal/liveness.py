@@ -39,6 +39,8 @@ class Liveness:
         self.deleted_segments = 0
         self.deferred = False
         self.horizon: Optional[int] = None
+        self.changed_segments: Set[int] = set()   # dead marks changed since export_changes
+        self.changed_pins: Set[Location] = set()  # pins changed since export_changes
 
     # -- reporting ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:
@@ -55,6 +57,7 @@ class Liveness:
             waiting = {t for t in targets if self._still_pins(location, t)}
             if waiting:
                 self.pins[location] = waiting
+                self.changed_pins.add(location)
                 for t in waiting:
                     self.by_target.setdefault(t, set()).add(location)
                     self.targets_in.setdefault(t.segment, set()).add(t)
@@ -79,6 +82,7 @@ class Liveness:
                 continue
             info.dead.add(loc.offset)
             info.dead_bytes += loc.length
+            self.changed_segments.add(loc.segment)
             self.dead_lengths[(loc.segment, loc.offset)] = loc.length
             for tomb in list(self.by_target.get(loc, ())):
                 if tomb.segment == loc.segment:
@@ -98,6 +102,7 @@ class Liveness:
         if waiting is None:
             return []
         waiting.discard(target)
+        self.changed_pins.add(tomb)
         if waiting:
             return []
         del self.pins[tomb]
@@ -116,6 +121,7 @@ class Liveness:
                 if waiting is None:
                     continue
                 waiting.discard(target)
+                self.changed_pins.add(tomb)
                 if new is not None:
                     waiting.add(new)
                     self.by_target.setdefault(new, set()).add(tomb)
@@ -132,6 +138,7 @@ class Liveness:
             if waiting is None:
                 continue
             self.pins[new] = waiting
+            self.changed_pins.update((old, new))
             for t in waiting:
                 tombs = self.by_target.get(t)
                 if tombs is not None:
@@ -161,6 +168,7 @@ class Liveness:
                 if victim is None:
                     return deleted
                 del j._segments[victim.sequence]
+                self.changed_segments.add(victim.sequence)
                 for off in victim.dead:
                     self.dead_lengths.pop((victim.sequence, off), None)
                 for tomb in self.segment_gone(victim.sequence, {}):
@@ -200,6 +208,25 @@ class Liveness:
                     for tomb, targets in self.pins.items()]
         return {"dead": dead, "pins": pins}
 
+    def export_changes(self) -> Dict[str, Any]:
+        """What changed since the last call, for an incremental index update: ``dead`` maps a
+        segment sequence to its whole list of dead ``[offset, length]`` (``None``: the segment
+        is gone), ``pins`` a tombstone ``(segment, offset, length)`` to its target locations
+        (``None``: it pins nothing any more). O(changed segments and pins), not O(state)."""
+        with self._j._lock:
+            dead: Dict[int, Optional[List[List[int]]]] = {}
+            for seq in self.changed_segments:
+                info = self._j._segments.get(seq)
+                dead[seq] = None if info is None or not info.dead else \
+                    [[off, self.dead_lengths.get((seq, off), 0)] for off in sorted(info.dead)]
+            pins: Dict[Tuple[int, int, int], Optional[List[List[int]]]] = {}
+            for tomb in self.changed_pins:
+                targets = self.pins.get(tomb)
+                pins[tuple(tomb)] = None if not targets else [list(t) for t in sorted(targets)]
+            self.changed_segments = set()
+            self.changed_pins = set()
+        return {"dead": dead, "pins": pins}
+
     def restore_state(self, state: Dict[str, Any]) -> None:
         """Re-apply exported dead marks and pins (records in segments that are gone are
         skipped; a tombstone whose targets are all gone is dead)."""
@@ -221,6 +248,8 @@ class Liveness:
             for info in self._j._segments.values():
                 info.dead.clear()
                 info.dead_bytes = 0
+            self.changed_pins.update(self.pins)
+            self.changed_segments.update(self._j._segments)
             self.pins.clear()
             self.by_target.clear()
             self.targets_in.clear()

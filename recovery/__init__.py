@@ -5,13 +5,15 @@ from recovery.checkpoint import Checkpoint
 from recovery.errors import IndexInvalidError, MalformedRecordError, RecoveryError
 from recovery.image import (AddressImage, MessageImage, NullSink, QueueImage, RefImage,
                             StoreImage)
-from recovery.index import IndexStore, LmdbIndex, MemoryIndex
+from recovery.index import LmdbIndex
+from recovery.indexstore import IndexStore, MemoryIndex
 from recovery.schema import AckReason, RecordKind
-from recovery.store import INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, recover, replay
+from recovery.store import (INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, recover, replay,
+                            write_index)
 
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
     "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
     "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
-    "replay",
+    "replay", "write_index",
 ]

@@ -1,56 +1,54 @@
-"""Checkpoints: the image, the journal's liveness and segment catalogue at one LSN, as tables.
+"""Index commits: the image's changes, the journal's liveness changes and the segment
+catalogue, written at one durable LSN; and loading what the index holds at open.
 
-A checkpoint is encoded into named tables of ``key -> value`` bytes, the layout an index store
-(LMDB, or memory in simulated crash tests) writes in one transaction. Every value carries a
-CRC-32C of its key and body, and the ``meta`` entry carries the entry count of every table, so a
-flipped bit, a lost entry or an entry from another checkpoint is detected before the index is
-trusted (LMDB itself returns wrong data silently under bit flips; REFERENCE.md).
+The index is the live state (issue 12), not a snapshot: ``commit`` writes only what changed
+since the previous commit, in one transaction of the index store, so it costs O(changes). The
+``meta`` entry, written in the same transaction, says which LSN the tables reflect and how many
+entries each table holds, so a lost or foreign entry is detected at open in O(tables) (LMDB
+counts entries itself); every value carries a CRC-32C of its key and body, checked whenever it
+is read (LMDB returns wrong data silently under bit flips; REFERENCE.md).
 
 Tables (ids are 8-byte big-endian, so keys sort like numbers)::
 
-    meta   b"checkpoint" -> {version, lsn, next_id, catalogue, counts}
-    addr   id            -> [name, routing types, auto, location]
-    queue  id            -> [name, address, routing type, config, location, update location]
-    settings match       -> [values, location]
-    ref    qid+lsn+slot  -> [mid, delivery count, delivery location or None, in delivery]
-    msg    mid           -> [address, location, slot, properties, ts, exp, prio, size, refcount]
-    tx     seg+offset    -> [length, remaining, ack targets]
-    jdead  seq           -> [[offset, length], ...]   dead records of a segment
-    jpin   seg+offset    -> [length, [segment seqs]]  tombstones waiting for targets
+    meta     b"checkpoint" -> {version, lsn, next_id, catalogue, counts, seglive, extras}
+    addr     id            -> [name, routing types, auto, location]
+    queue    id            -> [name, address, routing type, config, location, update loc, count]
+    settings match         -> [values, location]
+    msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs]
+    ref      qid+mid       -> [mid, lsn, slot, delivery count, delivery location, in delivery]
+    qref     qid+lsn+slot  -> mid                      a queue's references in order
+    busy     qid+mid       -> delivery location        references left in delivery
+    tx       seg+offset    -> [remaining, ack targets] TX records still needed
+    jdead    seq           -> [[offset, length], ...]  dead records of a segment
+    jpin     seg+offset    -> [length, [targets]]      tombstones waiting for targets
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple
-
-import msgpack
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from journal import Location, SegmentSummary
-from journal.crc import crc32c
 from recovery.errors import IndexInvalidError
-from recovery.image import (AddressImage, MessageImage, QueueImage, RefImage, StoreImage,
-                            TxImage)
+from recovery.image import AddressImage, ID, PAIR, QueueImage, StoreImage
+from recovery.indexstore import TABLES, Changes
+from recovery.tables import pack_value, unpack_value
 
-VERSION = 3
-TABLES = ("meta", "addr", "queue", "ref", "msg", "tx", "jdead", "jpin", "settings")
-Tables = Dict[str, Dict[bytes, bytes]]
-
-_ID = struct.Struct(">Q")
-_REF = struct.Struct(">QQQ")
+VERSION = 4
+META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 
 
 @dataclass
 class Checkpoint:
-    """The durable state at ``lsn``: what an index stores.
+    """What the index holds: the state at ``lsn``.
 
     Attributes:
         lsn: every journal record with LSN <= this is reflected.
-        image: the folded image.
+        image: the image over the index store (its large tables read on demand).
         catalogue: summaries of the sealed segments at that moment.
-        liveness: the journal's dead marks and pins (``Liveness.export_state``).
+        liveness: the journal's dead marks and pins, in ``Liveness.restore_state``'s form.
         extras: facts for offline tools (consumers per queue at the last close).
     """
 
@@ -61,129 +59,146 @@ class Checkpoint:
     extras: Dict[str, Any] = field(default_factory=dict)
 
 
-def _val(key: bytes, obj: Any) -> bytes:
-    body = msgpack.packb(obj, use_bin_type=True)
-    return body + crc32c(body, crc32c(key)).to_bytes(4, "little")
-
-
-def _unval(table: str, key: bytes, value: bytes) -> Any:
-    body, stored = value[:-4], value[-4:]
-    if len(value) < 5 or crc32c(body, crc32c(key)).to_bytes(4, "little") != stored:
-        raise IndexInvalidError(f"CRC mismatch in index table {table!r}")
-    return msgpack.unpackb(body, raw=False, strict_map_key=False)
-
-
-def _loc(loc: Optional[Location]) -> Optional[List[int]]:
-    return None if loc is None else list(loc)
-
-
-def _unloc(raw: Optional[List[int]]) -> Optional[Location]:
-    return None if raw is None else Location(*raw)
-
-
-def encode(cp: Checkpoint) -> Tables:
-    """Encode a checkpoint into tables (see the module docstring)."""
-    img = cp.image
-    t: Tables = {name: {} for name in TABLES}
-    for a in img.addresses.values():
-        k = _ID.pack(a.id)
-        t["addr"][k] = _val(k, [a.name, list(a.routing_types), a.auto_created, list(a.location)])
-    for q in img.queues.values():
-        k = _ID.pack(q.id)
-        t["queue"][k] = _val(k, [q.name, q.address, q.routing_type, q.config, list(q.location),
-                                 _loc(q.update_location)])
-        for r in q.refs.values():
-            rk = _REF.pack(q.id, r.order[0], r.order[1])
-            t["ref"][rk] = _val(rk, [r.mid, r.delivery_count, _loc(r.delivery_location),
-                                     r.in_delivery])
-    for match, (values, loc) in img.settings.items():
-        k = match.encode("utf-8")
-        t["settings"][k] = _val(k, [values, list(loc)])
-    for m in img.messages.values():
-        k = _ID.pack(m.mid)
-        t["msg"][k] = _val(k, [m.address, list(m.location), m.slot, m.properties, m.timestamp,
-                               m.expiration, m.priority, m.body_size, m.refcount])
-    for loc, tx in img.txs.items():
-        k = _LOC.pack(loc.segment, loc.offset)
-        t["tx"][k] = _val(k, [loc.length, tx.remaining, [list(x) for x in tx.ack_targets]])
-    for seq, entries in cp.liveness.get("dead", {}).items():
-        k = _ID.pack(int(seq))
-        t["jdead"][k] = _val(k, entries)
-    for loc, seqs in cp.liveness.get("pins", []):
-        k = _LOC.pack(loc[0], loc[1])
-        t["jpin"][k] = _val(k, [loc[2], list(seqs)])
-    meta = {"version": VERSION, "lsn": cp.lsn, "next_id": img.next_id,
-            "catalogue": [list(s) for s in cp.catalogue],
-            "counts": {name: len(t[name]) for name in TABLES if name != "meta"},
-            "extras": cp.extras}
-    t["meta"][b"checkpoint"] = _val(b"checkpoint", meta)
-    return t
-
-
-def decode(tables: Mapping[str, Iterable[Tuple[bytes, bytes]]]) -> Checkpoint:
-    """Decode and verify tables into a checkpoint.
+def read_meta(store: Any) -> Optional[Dict[str, Any]]:
+    """The meta entry, or ``None`` when the index is empty.
 
     Raises:
-        IndexInvalidError: a CRC mismatch, a count mismatch, a missing entry or a version this
-            code does not read; nothing of the index is then to be trusted.
+        IndexInvalidError: it is damaged.
     """
-    rows = {name: list(tables.get(name, ())) for name in TABLES}
-    metas = dict(rows["meta"])
-    if b"checkpoint" not in metas:
-        raise IndexInvalidError("no checkpoint in the index")
-    meta = _unval("meta", b"checkpoint", metas[b"checkpoint"])
+    raw = store.get("meta", META_KEY)
+    return None if raw is None else unpack_value("meta", META_KEY, raw)
+
+
+def load(store: Any) -> Optional[Checkpoint]:
+    """The state the index store holds, checked, or ``None`` when it holds none.
+
+    Reads the meta entry, the small tables (addresses, queues, settings) and the journal's
+    liveness; the large tables stay in the store. O(queues + dead records), not O(messages).
+
+    Raises:
+        IndexInvalidError: a CRC or count mismatch, a version this code does not read, a
+            reference to a queue the index does not hold; nothing of the index is then to be
+            trusted.
+    """
+    meta = read_meta(store)
+    if meta is None:
+        return None
     if meta.get("version") != VERSION:
         raise IndexInvalidError(f"index version {meta.get('version')} is not {VERSION}")
-    for name, count in meta["counts"].items():
-        if len(rows[name]) != count:
-            raise IndexInvalidError(f"index table {name!r} has {len(rows[name])} entries, "
-                                    f"the checkpoint says {count}")
-    img = StoreImage(last_lsn=meta["lsn"], next_id=meta["next_id"])
-    for k, v in rows["addr"]:
-        name, rts, auto, loc = _unval("addr", k, v)
-        aid = _ID.unpack(k)[0]
+    counts = meta["counts"]
+    for name in TABLES[1:]:
+        have = store.entries(name)
+        if have != counts.get(name, 0):
+            raise IndexInvalidError(f"index table {name!r} has {have} entries, the "
+                                    f"checkpoint says {counts.get(name, 0)}")
+    img = StoreImage(store, counts)
+    img.last_lsn, img.next_id = meta["lsn"], meta["next_id"]
+    img.seglive = {int(seq): int(n) for seq, n in meta.get("seglive", [])}
+    for k, v in store.range("addr", b"", None):
+        name, rts, auto, loc = unpack_value("addr", k, v)
+        aid = ID.unpack(k)[0]
         img.addresses[aid] = AddressImage(aid, name, tuple(rts), auto, Location(*loc))
-    for k, v in rows["queue"]:
-        name, addr, rt, cfg, loc, uloc = _unval("queue", k, v)
-        qid = _ID.unpack(k)[0]
+    for k, v in store.range("queue", b"", None):
+        name, addr, rt, cfg, loc, uloc, count = unpack_value("queue", k, v)
+        qid = ID.unpack(k)[0]
         img.queues[qid] = QueueImage(qid, name, addr, rt, cfg, Location(*loc),
-                                     update_location=_unloc(uloc))
-    for k, v in rows["settings"]:
-        values, loc = _unval("settings", k, v)
+                                     None if uloc is None else Location(*uloc), count)
+    for k, v in store.range("settings", b"", None):
+        values, loc = unpack_value("settings", k, v)
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
-    for k, v in sorted(rows["ref"]):
-        qid, lsn, slot = _REF.unpack(k)
-        mid, count, dloc, busy = _unval("ref", k, v)
-        if qid not in img.queues:
-            raise IndexInvalidError("a reference to a queue the index does not hold")
-        img.queues[qid].refs[mid] = RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
-    for k, v in rows["msg"]:
-        addr, loc, slot, props, ts, exp, prio, size, refs = _unval("msg", k, v)
-        mid = _ID.unpack(k)[0]
-        img.messages[mid] = MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio,
-                                         size, refs)
-    for k, v in rows["tx"]:
-        seg, off = _LOC.unpack(k)
-        length, remaining, targets = _unval("tx", k, v)
-        img.txs[Location(seg, off, length)] = TxImage(remaining, [Location(*x) for x in targets])
-    dead = {_ID.unpack(k)[0]: _unval("jdead", k, v) for k, v in rows["jdead"]}
+    if sum(q.count for q in img.queues.values()) != counts.get("ref", 0):
+        raise IndexInvalidError("the queues' reference counts do not match the references")
+    dead = {ID.unpack(k)[0]: unpack_value("jdead", k, v) for k, v in store.range("jdead", b"",
+                                                                                  None)}
     pins = []
-    for k, v in rows["jpin"]:
+    for k, v in store.range("jpin", b"", None):
         seg, off = _LOC.unpack(k)
-        length, seqs = _unval("jpin", k, v)
-        pins.append([[seg, off, length], seqs])
-    _check_refs(img)
+        length, targets = unpack_value("jpin", k, v)
+        pins.append([[seg, off, length], targets])
     return Checkpoint(meta["lsn"], img, [SegmentSummary(*s) for s in meta["catalogue"]],
                       {"dead": dead, "pins": pins}, dict(meta.get("extras") or {}))
 
 
-def _check_refs(img: StoreImage) -> None:
-    counts: Dict[int, int] = {}
-    for q in img.queues.values():
-        for mid in q.refs:
-            if mid not in img.messages:
-                raise IndexInvalidError("a reference to a message the index does not hold")
-            counts[mid] = counts.get(mid, 0) + 1
-    for m in img.messages.values():
-        if counts.get(m.mid, 0) != m.refcount:
-            raise IndexInvalidError(f"message {m.mid} reference count does not match")
+def read_index(store: Any) -> Tuple[Optional[Checkpoint], str]:
+    """``load``, or ``(None, why not)``; never raises for what the stored bytes hold (any
+    decoding failure is a reason to rebuild)."""
+    if store.discarded:
+        return None, f"index damaged: {store.discarded}"
+    try:
+        cp = load(store)
+        return (cp, "") if cp is not None else (None, "no index")
+    except IndexInvalidError as exc:
+        return None, exc.reason
+    except Exception as exc:  # bytes that passed LMDB but not the decoder  # noqa: BLE001
+        return None, f"index damaged: {type(exc).__name__}: {exc}"
+
+
+def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSummary],
+            liveness: Mapping[str, Any], extras: Mapping[str, Any]) -> Changes:
+    """Everything to write for a commit at ``lsn``: the image's changes since the last commit,
+    ``liveness`` (``Liveness.export_changes``) and the meta entry. Nothing is forgotten by
+    this call; ``committed(image)`` does that once the store has the changes."""
+    out: Changes = {name: {} for name in TABLES}
+    for table in image.tables.all():
+        out[table.name] = table.changes()
+    for kind, key in image.dirty:
+        if kind == "addr":
+            a = image.addresses.get(key)
+            k = ID.pack(key)
+            out["addr"][k] = None if a is None else pack_value(
+                k, [a.name, list(a.routing_types), a.auto_created, list(a.location)])
+        elif kind == "queue":
+            q = image.queues.get(key)
+            k = ID.pack(key)
+            out["queue"][k] = None if q is None else pack_value(k, _queue_value(q))
+        else:
+            k = key.encode("utf-8")
+            entry = image.settings.get(key)
+            out["settings"][k] = None if entry is None else pack_value(
+                k, [entry[0], list(entry[1])])
+    for q in image.queues.values():  # counts change with every message: always rewritten
+        k = ID.pack(q.id)
+        out["queue"][k] = pack_value(k, _queue_value(q))
+    for seq, entries in liveness.get("dead", {}).items():
+        k = ID.pack(int(seq))
+        out["jdead"][k] = None if entries is None else pack_value(k, entries)
+    for tomb, targets in liveness.get("pins", {}).items():
+        k = _LOC.pack(tomb[0], tomb[1])
+        out["jpin"][k] = None if targets is None else pack_value(k, [tomb[2], targets])
+    counts = {t.name: t.count for t in image.tables.all()}
+    counts.update(addr=len(image.addresses), queue=len(image.queues),
+                  settings=len(image.settings))
+    for name in ("jdead", "jpin"):
+        n = store.entries(name)
+        for k, v in out[name].items():
+            there = store.get(name, k) is not None
+            n += (v is not None) - there
+        counts[name] = n
+    meta = {"version": VERSION, "lsn": lsn, "next_id": image.next_id,
+            "catalogue": [list(s) for s in catalogue], "counts": counts,
+            "seglive": sorted([seq, n] for seq, n in image.seglive.items()),
+            "extras": dict(extras)}
+    out["meta"][META_KEY] = pack_value(META_KEY, meta)
+    return out
+
+
+def committed(image: StoreImage) -> None:
+    """The store holds the image's changes now: drop them from RAM."""
+    for table in image.tables.all():
+        table.committed()
+    image.dirty = set()
+
+
+def _queue_value(q: QueueImage) -> List[Any]:
+    return [q.name, q.address, q.routing_type, q.config, list(q.location),
+            None if q.update_location is None else list(q.update_location), q.count]
+
+
+def requeue_liveness(live: Any, exported: Mapping[str, Any]) -> None:
+    """Give back liveness changes a failed commit did not write, so the next one does."""
+    live.changed_segments.update(int(s) for s in exported.get("dead", {}))
+    live.changed_pins.update(Location(*t) for t in exported.get("pins", {}))
+
+
+__all__ = ["Checkpoint", "TABLES", "VERSION", "changes", "committed", "load", "read_index",
+           "read_meta", "requeue_liveness", "PAIR"]

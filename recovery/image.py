@@ -1,4 +1,4 @@
-"""The image: a plain model of the durable state, folded mechanically from journal records.
+"""The image: the durable state of a store, folded mechanically from journal records.
 
 ``StoreImage.apply`` folds one record. Replay at open, the tail after an index checkpoint, and
 the running engine (for every record it writes) all fold through it, so a rebuilt image equals
@@ -7,17 +7,31 @@ records it makes dead, so the journal can reclaim segments: a message record die
 reference; an ACK is a tombstone that lives until the record it cancels is gone; a DELIVERY
 record dies when superseded or acked; a TX record dies when its messages are gone and then
 waits, like an ACK, for the records its acks cancel.
+
+Where the state lives (issue 12, seed 003): addresses, queues and settings are few and kept in
+RAM; messages, references, each queue's order, references in delivery and TX records live in
+``recovery.tables`` tables over the index store, so the image costs RAM only for what changed
+since the last index commit. Each queue keeps its count of references; ``seglive`` counts the
+locations the image holds per segment, so a check that every segment the image needs is present
+costs O(segments).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, Tuple
+import struct
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
 
 from journal import Location
+from recovery.indexstore import MemoryIndex
 from recovery.schema import RecordKind
+from recovery.tables import OrderedTable, Table
 
 Order = Tuple[int, int]  # (LSN of the record that added the reference, slot in that record)
+
+ID = struct.Struct(">Q")
+PAIR = struct.Struct(">QQ")
+TRIPLE = struct.Struct(">QQQ")
 
 
 class LivenessSink(Protocol):
@@ -64,7 +78,7 @@ class RefImage:
 
 @dataclass
 class QueueImage:
-    """A durable queue, its configuration, and its references in queue order."""
+    """A durable queue, its configuration, and how many references it holds (``count``)."""
 
     id: int
     name: str
@@ -72,8 +86,8 @@ class QueueImage:
     routing_type: str
     config: Dict[str, Any]
     location: Location
-    refs: Dict[int, RefImage] = field(default_factory=dict)
     update_location: Optional[Location] = None
+    count: int = 0
 
 
 @dataclass
@@ -101,32 +115,167 @@ class TxImage:
     ack_targets: List[Location]
 
 
-@dataclass
+def _loc(loc: Optional[Location]) -> Optional[List[int]]:
+    return None if loc is None else list(loc)
+
+
+def _unloc(raw: Optional[List[int]]) -> Optional[Location]:
+    return None if raw is None else Location(*raw)
+
+
+def _enc_msg(m: MessageImage) -> List[Any]:
+    return [m.mid, m.address, list(m.location), m.slot, m.properties, m.timestamp,
+            m.expiration, m.priority, m.body_size, m.refcount]
+
+
+def _dec_msg(v: List[Any]) -> MessageImage:
+    mid, addr, loc, slot, props, ts, exp, prio, size, refs = v
+    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs)
+
+
+def _enc_ref(r: RefImage) -> List[Any]:
+    return [r.mid, r.order[0], r.order[1], r.delivery_count, _loc(r.delivery_location),
+            r.in_delivery]
+
+
+def _dec_ref(v: List[Any]) -> RefImage:
+    mid, lsn, slot, count, dloc, busy = v
+    return RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
+
+
+def _enc_tx(t: TxImage) -> List[Any]:
+    return [t.remaining, [list(x) for x in t.ack_targets]]
+
+
+def _dec_tx(v: List[Any]) -> TxImage:
+    return TxImage(v[0], [Location(*x) for x in v[1]])
+
+
+def ref_key(qid: int, mid: int) -> bytes:
+    """Key of a reference in the ``ref`` and ``busy`` tables."""
+    return PAIR.pack(qid, mid)
+
+
+def order_key(qid: int, order: Order) -> bytes:
+    """Key of a reference in its queue's order (the ``qref`` table)."""
+    return TRIPLE.pack(qid, order[0], order[1])
+
+
+def tx_key(loc: Location) -> bytes:
+    """Key of a TX record entry (segment, offset)."""
+    return PAIR.pack(loc.segment, loc.offset)
+
+
+class ImageTables:
+    """The image's large tables over one index store (``recovery.index.IndexStore``)."""
+
+    def __init__(self, store: Any, counts: Optional[Mapping[str, int]] = None) -> None:
+        counts = counts or {}
+        self.msg = Table(store, "msg", _enc_msg, _dec_msg, counts.get("msg", 0))
+        self.ref = Table(store, "ref", _enc_ref, _dec_ref, counts.get("ref", 0))
+        self.qref = OrderedTable(store, "qref", count=counts.get("qref", 0))
+        self.busy = Table(store, "busy", count=counts.get("busy", 0))
+        self.tx = Table(store, "tx", _enc_tx, _dec_tx, counts.get("tx", 0))
+
+    def all(self) -> List[Table]:
+        """Every table, in a fixed order."""
+        return [self.msg, self.ref, self.qref, self.busy, self.tx]
+
+
 class StoreImage:
     """The durable state of a store.
 
+    Args:
+        store: the index store the large tables live in (an empty ``MemoryIndex`` when
+            ``None``: everything then stays in RAM, as offline full replays want).
+        counts: committed entries per table (from the checkpoint).
+
     Attributes:
-        addresses, queues, messages: by id.
-        txs: TX records still live, by location.
-        settings: address-settings entries by match pattern, with the record holding each.
-        last_lsn: LSN of the last record folded.
-        next_id: the next free id for addresses, queues, messages and transactions.
+        addresses, queues: by id (in RAM). settings: address-settings entries by match
+            pattern, with the record holding each.
+        tables: messages, references, queue order, references in delivery, TX records.
+        seglive: locations held per segment sequence.
+        last_lsn: LSN of the last record folded. next_id: the next free id for addresses,
+            queues, messages and transactions.
+        dirty: names of the small entries changed since the last index commit
+            (``("addr"|"queue"|"settings", key)``).
     """
 
-    addresses: Dict[int, AddressImage] = field(default_factory=dict)
-    queues: Dict[int, QueueImage] = field(default_factory=dict)
-    messages: Dict[int, MessageImage] = field(default_factory=dict)
-    txs: Dict[Location, TxImage] = field(default_factory=dict)
-    settings: Dict[str, Tuple[Dict[str, Any], Location]] = field(default_factory=dict)
-    last_lsn: int = 0
-    next_id: int = 1
-    _folding: Optional[Location] = field(default=None, repr=False, compare=False)
+    def __init__(self, store: Any = None, counts: Optional[Mapping[str, int]] = None) -> None:
+        self.store = MemoryIndex() if store is None else store
+        self.addresses: Dict[int, AddressImage] = {}
+        self.queues: Dict[int, QueueImage] = {}
+        self.settings: Dict[str, Tuple[Dict[str, Any], Location]] = {}
+        self.tables = ImageTables(self.store, counts)
+        self.seglive: Dict[int, int] = {}
+        self.last_lsn = 0
+        self.next_id = 1
+        self.dirty: set = set()
+        self._folding: Optional[Location] = None
+
+    # -- location accounting ------------------------------------------------------------------
+    def _hold(self, loc: Optional[Location]) -> None:
+        if loc is not None:
+            self.seglive[loc.segment] = self.seglive.get(loc.segment, 0) + 1
+
+    def _drop(self, loc: Optional[Location]) -> None:
+        if loc is not None:
+            n = self.seglive.get(loc.segment, 0) - 1
+            if n > 0:
+                self.seglive[loc.segment] = n
+            else:
+                self.seglive.pop(loc.segment, None)
+
+    # -- reading ------------------------------------------------------------------------------
+    def message(self, mid: int) -> Optional[MessageImage]:
+        """The message ``mid`` or ``None``."""
+        return self.tables.msg.get(ID.pack(mid))
+
+    def ref(self, qid: int, mid: int) -> Optional[RefImage]:
+        """Message ``mid``'s reference on queue ``qid`` or ``None``."""
+        return self.tables.ref.get(ref_key(qid, mid))
+
+    def queue_refs(self, qid: int, after: Optional[Order] = None, limit: int = 1024
+                   ) -> List[RefImage]:
+        """Up to ``limit`` references of queue ``qid`` in queue order, after order key
+        ``after`` (from the start when ``None``)."""
+        prefix = ID.pack(qid)
+        start = prefix if after is None else order_key(qid, after)
+        out = []
+        for _key, mid in self.tables.qref.scan(prefix, start, limit):
+            ref = self.tables.ref.get(ref_key(qid, mid))
+            if ref is not None:
+                out.append(ref)
+        return out
+
+    def refs(self, qid: int) -> Iterator[RefImage]:
+        """Every reference of queue ``qid`` in queue order (read in chunks)."""
+        after: Optional[Order] = None
+        while True:
+            chunk = self.queue_refs(qid, after, 1024)
+            yield from chunk
+            if len(chunk) < 1024:
+                return
+            after = chunk[-1].order
+
+    def in_delivery(self) -> List[Tuple[int, int]]:
+        """``(queue id, message id)`` of every reference left in delivery."""
+        return [PAIR.unpack(key) for key, _v in self.tables.busy.items()]
+
+    def messages(self) -> Iterator[MessageImage]:
+        """Every message (a full scan)."""
+        for _key, msg in self.tables.msg.items():
+            yield msg
 
     # -- folding ------------------------------------------------------------------------------
     def apply(self, kind: int, payload: Mapping[str, Any], location: Location, lsn: int,
               sink: LivenessSink) -> None:
         """Fold one record. Unknown kinds are skipped (reported dead). Never raises on
-        references to things that are gone (their records were reclaimed)."""
+        references to things that are gone (their records were reclaimed).
+
+        Raises:
+            IndexInvalidError: a committed index value read on the way is damaged.
+        """
         self.last_lsn = max(self.last_lsn, lsn)
         self._folding = location if kind == RecordKind.TX else None
         if kind == RecordKind.MESSAGE:
@@ -145,39 +294,61 @@ class StoreImage:
         elif kind == RecordKind.QUEUE_ADD:
             qid = int(payload["id"])
             self._bump(qid)
+            old = self.queues.get(qid)
+            if old is not None:
+                self._drop(old.location)
             self.queues[qid] = QueueImage(qid, payload["name"], payload["addr"], payload["rt"],
                                           dict(payload.get("cfg") or {}), location)
+            self._hold(location)
+            self.dirty.add(("queue", qid))
         elif kind == RecordKind.QUEUE_DEL:
             self._delete_queue(int(payload["id"]), location, sink)
         elif kind == RecordKind.ADDRESS_ADD:
             aid = int(payload["id"])
             self._bump(aid)
+            old_a = self.addresses.get(aid)
+            if old_a is not None:
+                self._drop(old_a.location)
             self.addresses[aid] = AddressImage(aid, payload["name"], tuple(payload["rt"]),
                                                bool(payload.get("auto")), location)
+            self._hold(location)
+            self.dirty.add(("addr", aid))
         elif kind == RecordKind.SETTINGS:
             self._settings(payload, location, sink)
         elif kind == RecordKind.QUEUE_UPDATE:
-            queue = self.queues.get(int(payload["id"]))
-            if queue is None:
-                sink.mark_dead([location])
-            else:
-                if queue.update_location is not None:
-                    sink.mark_dead([queue.update_location])
-                queue.config = dict(payload.get("cfg") or {})
-                queue.update_location = location
+            self._queue_update(payload, location, sink)
         elif kind == RecordKind.ADDRESS_DEL:
             gone = self.addresses.pop(int(payload["id"]), None)
             if gone is None:
                 sink.mark_dead([location])
             else:
+                self._drop(gone.location)
+                self.dirty.add(("addr", gone.id))
                 sink.mark_dead([gone.location])
                 sink.mark_dead_after(location, [gone.location])
         else:
             sink.mark_dead([location])
 
+    def _queue_update(self, p: Mapping[str, Any], location: Location, sink: LivenessSink
+                      ) -> None:
+        queue = self.queues.get(int(p["id"]))
+        if queue is None:
+            sink.mark_dead([location])
+            return
+        if queue.update_location is not None:
+            self._drop(queue.update_location)
+            sink.mark_dead([queue.update_location])
+        queue.config = dict(p.get("cfg") or {})
+        queue.update_location = location
+        self._hold(location)
+        self.dirty.add(("queue", queue.id))
+
     def _settings(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
         match = p["match"]
         old = self.settings.pop(match, None)
+        self.dirty.add(("settings", match))
+        if old is not None:
+            self._drop(old[1])
         if p.get("settings") is None:  # a removal: a tombstone for the entry it removes
             if old is None:
                 sink.mark_dead([location])
@@ -188,6 +359,7 @@ class StoreImage:
         if old is not None:
             sink.mark_dead([old[1]])
         self.settings[match] = (dict(p["settings"]), location)
+        self._hold(location)
 
     def _bump(self, ident: int) -> None:
         if ident >= self.next_id:
@@ -199,59 +371,91 @@ class StoreImage:
         queues = [q for q in p.get("q", ()) if q in self.queues]
         if not queues:
             return False
-        self.messages[mid] = MessageImage(mid, p.get("addr", ""), location, slot,
-                                          dict(p.get("props") or {}), int(p.get("ts", 0)),
-                                          int(p.get("exp", 0)), int(p.get("prio", 4)),
-                                          len(p.get("body", b"")), len(queues))
+        t = self.tables
+        t.msg.put(ID.pack(mid), MessageImage(mid, p.get("addr", ""), location, slot,
+                                             dict(p.get("props") or {}), int(p.get("ts", 0)),
+                                             int(p.get("exp", 0)), int(p.get("prio", 4)),
+                                             len(p.get("body", b"")), len(queues)), fresh=True)
+        self._hold(location)
         order = (lsn, max(slot, 0))
         for q in queues:
-            self.queues[q].refs[mid] = RefImage(mid, order)
+            t.ref.put(ref_key(q, mid), RefImage(mid, order), fresh=True)
+            t.qref.put(order_key(q, order), mid, fresh=True)
+            self.queues[q].count += 1
         return True
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
         or ``None`` when there was nothing to remove."""
-        queue = self.queues.get(int(p["q"]))
-        mid = int(p["m"])
-        ref = queue.refs.pop(mid, None) if queue is not None else None
-        if ref is None:
+        qid, mid = int(p["q"]), int(p["m"])
+        queue = self.queues.get(qid)
+        ref = self.ref(qid, mid) if queue is not None else None
+        if ref is None or queue is None:
             return None
-        msg = self.messages[mid]
-        self._release_ref(ref, msg, sink)
+        msg = self.message(mid)
+        assert msg is not None
+        self._remove_ref(queue, ref, sink)
+        self._release_msg(msg, sink)
         return msg.location
 
-    def _release_ref(self, ref: RefImage, msg: MessageImage, sink: LivenessSink) -> None:
+    def _remove_ref(self, queue: QueueImage, ref: RefImage, sink: LivenessSink) -> None:
+        t = self.tables
+        t.ref.delete(ref_key(queue.id, ref.mid))
+        t.qref.delete(order_key(queue.id, ref.order))
+        if ref.in_delivery:
+            t.busy.delete(ref_key(queue.id, ref.mid))
         if ref.delivery_location is not None:
+            self._drop(ref.delivery_location)
             sink.mark_dead([ref.delivery_location])
+        queue.count -= 1
+
+    def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1
+        key = ID.pack(msg.mid)
         if msg.refcount > 0:
+            self.tables.msg.put(key, msg)
             return
-        del self.messages[msg.mid]
+        self.tables.msg.delete(key)
+        self._drop(msg.location)
         if msg.slot < 0:
             sink.mark_dead([msg.location])
             return
-        tx = self.txs.get(msg.location)
+        tkey = tx_key(msg.location)
+        tx = self.tables.tx.get(tkey)
         if tx is not None:
             tx.remaining -= 1
             if tx.remaining <= 0 and self._tx_done(msg.location):
-                del self.txs[msg.location]
+                self.tables.tx.delete(tkey)
                 sink.mark_dead_after(msg.location, tx.ack_targets)
+            else:
+                self.tables.tx.put(tkey, tx)
 
     def _tx_done(self, location: Location) -> bool:
         """Whether a TX record's fold is complete (not still inside ``_tx`` for it)."""
         return location != self._folding
 
     def _delivery(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
-        queue = self.queues.get(int(p["q"]))
-        ref = queue.refs.get(int(p["m"])) if queue is not None else None
+        qid, mid = int(p["q"]), int(p["m"])
+        ref = self.ref(qid, mid) if qid in self.queues else None
         if ref is None:
             sink.mark_dead([location])
             return
         if ref.delivery_location is not None:
+            self._drop(ref.delivery_location)
             sink.mark_dead([ref.delivery_location])
+        busy = not p.get("r", False)
+        key = ref_key(qid, mid)
+        if busy and not ref.in_delivery:
+            self.tables.busy.put(key, list(location), fresh=True)
+        elif busy:
+            self.tables.busy.put(key, list(location))
+        elif ref.in_delivery:
+            self.tables.busy.delete(key)
         ref.delivery_count = int(p["n"])
         ref.delivery_location = location
-        ref.in_delivery = not p.get("r", False)
+        ref.in_delivery = busy
+        self._hold(location)
+        self.tables.ref.put(key, ref)
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same
@@ -260,15 +464,19 @@ class StoreImage:
         remaining = sum(1 for slot, m in enumerate(p.get("msgs", ()))
                         if self._add_message(m, location, lsn, slot))
         tx = TxImage(remaining, [])
+        tkey = tx_key(location)
         if remaining:
-            self.txs[location] = tx
+            self.tables.tx.put(tkey, tx, fresh=True)
         for a in p.get("acks", ()):
             target = self._ack(a, sink)
             if target is not None and target != location:
                 tx.ack_targets.append(target)
-        if location in self.txs and self.txs[location].remaining > 0:
+        live = self.tables.tx.get(tkey) if remaining else None
+        if live is not None and live.remaining > 0:
+            self.tables.tx.put(tkey, tx)
             return
-        self.txs.pop(location, None)
+        if live is not None:
+            self.tables.tx.delete(tkey)
         sink.mark_dead_after(location, tx.ack_targets)
 
     def _delete_queue(self, qid: int, location: Location, sink: LivenessSink) -> None:
@@ -276,47 +484,82 @@ class StoreImage:
         if queue is None:
             sink.mark_dead([location])
             return
-        for ref in queue.refs.values():
-            self._release_ref(ref, self.messages[ref.mid], sink)
+        self.dirty.add(("queue", qid))
+        for ref in list(self.refs(qid)):
+            msg = self.message(ref.mid)
+            self._remove_ref(queue, ref, sink)
+            if msg is not None:
+                self._release_msg(msg, sink)
+        for loc in (queue.update_location, queue.location):
+            self._drop(loc)
         if queue.update_location is not None:
             sink.mark_dead([queue.update_location])
         sink.mark_dead([queue.location])
         sink.mark_dead_after(location, [queue.location])
 
     # -- queries and maintenance --------------------------------------------------------------
-    def live_locations(self) -> List[Location]:
-        """Every location the image refers to (for checking them against the journal)."""
-        locs = [a.location for a in self.addresses.values()]
-        locs += [q.location for q in self.queues.values()]
-        locs += [q.update_location for q in self.queues.values() if q.update_location]
-        locs += [loc for _values, loc in self.settings.values()]
-        locs += [m.location for m in self.messages.values()]
-        locs += [r.delivery_location for q in self.queues.values() for r in q.refs.values()
-                 if r.delivery_location is not None]
-        return locs
+    def missing_segments(self, present: Sequence[int]) -> List[int]:
+        """Segments the image holds locations in that are not in ``present``."""
+        have = set(present)
+        return sorted(seq for seq, n in self.seglive.items() if n > 0 and seq not in have)
 
     def relocate(self, moved: Mapping[Location, Location]) -> None:
-        """Apply compaction's relocations to every location held."""
+        """Apply compaction's relocations to every location held (a full scan, as compaction
+        itself is)."""
         if not moved:
             return
         for a in self.addresses.values():
-            a.location = moved.get(a.location, a.location)
-        self.settings = {m: (v, moved.get(loc, loc)) for m, (v, loc) in self.settings.items()}
+            if a.location in moved:
+                a.location = moved[a.location]
+                self.dirty.add(("addr", a.id))
+        for match, (values, loc) in list(self.settings.items()):
+            if loc in moved:
+                self.settings[match] = (values, moved[loc])
+                self.dirty.add(("settings", match))
         for q in self.queues.values():
-            q.location = moved.get(q.location, q.location)
-            if q.update_location is not None:
-                q.update_location = moved.get(q.update_location, q.update_location)
-            for r in q.refs.values():
-                if r.delivery_location is not None:
-                    r.delivery_location = moved.get(r.delivery_location, r.delivery_location)
-        for m in self.messages.values():
-            m.location = moved.get(m.location, m.location)
-        self.txs = {moved.get(loc, loc): TxImage(t.remaining, [moved.get(x, x)
-                                                               for x in t.ack_targets])
-                    for loc, t in self.txs.items()}
+            if q.location in moved or q.update_location in moved:
+                q.location = moved.get(q.location, q.location)
+                if q.update_location is not None:
+                    q.update_location = moved.get(q.update_location, q.update_location)
+                self.dirty.add(("queue", q.id))
+        t = self.tables
+        for key, r in list(t.ref.items()):
+            if r.delivery_location in moved:
+                r.delivery_location = moved[r.delivery_location]
+                t.ref.put(key, r)
+                if r.in_delivery:
+                    t.busy.put(key, list(r.delivery_location))
+        for key, m in list(t.msg.items()):
+            if m.location in moved:
+                m.location = moved[m.location]
+                t.msg.put(key, m)
+        by_pos = {(o.segment, o.offset): n for o, n in moved.items()}
+        for key, tx in list(t.tx.items()):
+            new = by_pos.get(PAIR.unpack(key))
+            tx.ack_targets = [moved.get(x, x) for x in tx.ack_targets]
+            if new is not None and tx_key(new) != key:
+                t.tx.delete(key)
+                t.tx.put(tx_key(new), tx, fresh=True)
+            else:
+                t.tx.put(key, tx)
+        self._recount()
+
+    def _recount(self) -> None:
+        """Recompute ``seglive`` from every location held (after a relocation)."""
+        self.seglive = {}
+        for a in self.addresses.values():
+            self._hold(a.location)
+        for _values, loc in self.settings.values():
+            self._hold(loc)
+        for q in self.queues.values():
+            self._hold(q.location)
+            self._hold(q.update_location)
+        for _key, r in self.tables.ref.items():
+            self._hold(r.delivery_location)
+        for m in self.messages():
+            self._hold(m.location)
 
     def summary(self) -> Dict[str, int]:
         """Counts for reports: addresses, queues, messages, references."""
         return {"addresses": len(self.addresses), "queues": len(self.queues),
-                "messages": len(self.messages),
-                "references": sum(len(q.refs) for q in self.queues.values())}
+                "messages": self.tables.msg.count, "references": self.tables.ref.count}

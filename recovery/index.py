@@ -1,74 +1,31 @@
-"""Index stores: where checkpoints live. ``LmdbIndex`` on disk, ``MemoryIndex`` for tests.
+"""Index stores: where the live index's tables are committed. ``LmdbIndex`` on disk,
+``MemoryIndex`` for tests and offline replays.
 
-The index is a cache of the journal (ZODB FileStorage's model): a checkpoint is written in one
-LMDB transaction, synced once per checkpoint (never per operation: the journal is what is
-fsynced), and checked before it is trusted (``recovery.checkpoint.decode``, then the catalogue
-against the journal). A missing, stale or damaged index is rebuilt from the journal alone.
-Before LMDB maps an existing file, ``recovery.lmdbcheck`` checks its meta pages against its size
-and its whole-file checksum: a damaged file is never mapped (LMDB would crash the process on
-it) but removed and rebuilt, and ``discarded`` says why.
+The index is a cache of the journal (ZODB FileStorage's model) and the live queue state
+(issue 12): ``commit`` applies a batch of changes in one transaction, synced once per batch
+(never per operation: the journal is what is fsynced per operation); ``recovery.checkpoint``
+decides what goes in a batch and checks what is read back. A missing, stale or damaged index
+is rebuilt from the journal alone. Before LMDB maps an existing file, ``recovery.lmdbcheck``
+checks its meta pages against its size, and then its whole-file checksum (after a clean close)
+or every entry in a child process (after an unclean one): a damaged file is never mapped (LMDB
+would crash the process on it) but removed and rebuilt, and ``discarded`` says why.
 LMDB does its own file I/O through mmap, so it cannot sit behind the journal's file-system seam;
 under a ``SimulatedFileSystem`` the store uses ``MemoryIndex``, whose ``crash()`` keeps the last
-checkpoint or none, which is what a power cut can leave of a cache.
+commit or nothing, which is what a power cut can leave of a cache.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import shutil
-from abc import ABC, abstractmethod
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional
 
-from recovery.checkpoint import TABLES, Checkpoint, Tables, decode, encode
 from recovery.errors import IndexInvalidError
-from recovery.lmdbcheck import CHECKSUM_FILE, DATA_FILE, precheck, write_checksum
+from recovery.indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
+from recovery.lmdbcheck import CHECKSUM_FILE, DATA_FILE, precheck, remove_checksum, \
+    write_checksum
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
-
-
-class IndexStore(ABC):
-    """Where checkpoints are kept."""
-
-    @abstractmethod
-    def read_tables(self) -> Optional[Tables]:
-        """The stored tables, or ``None`` when there is no index.
-
-        Raises:
-            IndexInvalidError: the store cannot be read.
-        """
-
-    @abstractmethod
-    def write_tables(self, tables: Tables) -> None:
-        """Replace the stored tables atomically and durably."""
-
-    @abstractmethod
-    def destroy(self) -> None:
-        """Remove the index entirely (before a rebuild)."""
-
-    def close(self) -> None:
-        """Release resources."""
-
-    discarded = ""  # why an existing index was found damaged and not used ("" when it was not)
-
-    def load(self) -> Tuple[Optional[Checkpoint], str]:
-        """The stored checkpoint, verified, or ``(None, why not)``; never raises for what the
-        stored bytes hold (any decoding failure is a reason to rebuild)."""
-        if self.discarded:
-            return None, f"index damaged: {self.discarded}"
-        try:
-            tables = self.read_tables()
-            if tables is None:
-                return None, "no index"
-            return decode({k: v.items() for k, v in tables.items()}), ""
-        except IndexInvalidError as exc:
-            return None, exc.reason
-        except Exception as exc:  # bytes that passed LMDB but not the decoder  # noqa: BLE001
-            return None, f"index damaged: {type(exc).__name__}: {exc}"
-
-    def save(self, checkpoint: Checkpoint) -> None:
-        """Store ``checkpoint`` (replacing the previous one)."""
-        self.write_tables(encode(checkpoint))
 
 
 class LmdbIndex(IndexStore):
@@ -86,6 +43,8 @@ class LmdbIndex(IndexStore):
         self.directory = directory
         self.read_only = read_only
         self._env = None
+        self._dbs: Dict[str, object] = {}
+        self._rtxn = None
         if not read_only:
             os.makedirs(directory, mode=0o700, exist_ok=True)
         if os.path.exists(os.path.join(directory, DATA_FILE)):
@@ -116,82 +75,107 @@ class LmdbIndex(IndexStore):
             self._env = lmdb.open(self.directory, map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
                                   subdir=True, readonly=self.read_only, lock=not self.read_only,
                                   mode=0o600, sync=True, metasync=True, readahead=False)
-            if not self.read_only:
-                with self._env.begin(write=True) as txn:
-                    for name in TABLES:
-                        self._env.open_db(name.encode(), txn=txn)
-        except lmdb.Error as exc:
-            raise IndexInvalidError(f"LMDB cannot open the index: {exc}") from exc
-
-    def read_tables(self) -> Optional[Tables]:
-        if self._env is None:
-            return None
-        lmdb = self._lmdb
-        try:
-            tables: Tables = {}
-            with self._env.begin() as txn:
+            if self.read_only:  # handles opened in a read transaction die with it
                 for name in TABLES:
                     try:
-                        db = self._env.open_db(name.encode(), txn=txn, create=False)
+                        self._dbs[name] = self._env.open_db(name.encode(), create=False)
                     except lmdb.NotFoundError:
-                        return None
-                    tables[name] = {bytes(k): bytes(v) for k, v in txn.cursor(db)}
-            return tables if tables.get("meta") else None
+                        pass  # an index without that table: it reads empty
+            else:
+                with self._env.begin(write=True) as txn:
+                    for name in TABLES:
+                        self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
         except lmdb.Error as exc:
+            raise IndexInvalidError(f"LMDB cannot open the index: {exc}") from exc
+        if not self.read_only:
+            remove_checksum(self.directory)  # the file changes from now on
+
+    def _txn(self):  # type: ignore[no-untyped-def]
+        if self._rtxn is None:
+            self._rtxn = self._env.begin(buffers=False)
+        return self._rtxn
+
+    def _end_read(self) -> None:
+        if self._rtxn is not None:
+            self._rtxn.abort()
+            self._rtxn = None
+
+    def get(self, table: str, key: bytes) -> Optional[bytes]:
+        db = self._dbs.get(table)
+        if self._env is None or db is None:
+            return None
+        try:
+            return self._txn().get(key, db=db)
+        except self._lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB read failed: {exc}") from exc
 
-    def write_tables(self, tables: Tables) -> None:
+    def range(self, table: str, start: bytes, stop: Optional[bytes],
+              limit: Optional[int] = None) -> List[Row]:
+        db = self._dbs.get(table)
+        if self._env is None or db is None:
+            return []
+        out: List[Row] = []
+        try:
+            cur = self._txn().cursor(db)
+            if not cur.set_range(start):
+                return out
+            for key, value in cur:
+                if stop is not None and key >= stop:
+                    break
+                out.append((key, value))
+                if limit is not None and len(out) >= limit:
+                    break
+        except self._lmdb.Error as exc:
+            raise IndexInvalidError(f"LMDB read failed: {exc}") from exc
+        return out
+
+    def entries(self, table: str) -> int:
+        db = self._dbs.get(table)
+        if self._env is None or db is None:
+            return 0
+        with self._env.begin() as txn:
+            return int(txn.stat(db)["entries"])
+
+    def commit(self, changes: Changes) -> None:
         assert self._env is not None and not self.read_only
         lmdb = self._lmdb
+        self._end_read()
         try:
             with self._env.begin(write=True) as txn:
-                for name in TABLES:
-                    db = self._env.open_db(name.encode(), txn=txn)
-                    txn.drop(db, delete=False)
-                    cur = txn.cursor(db)
-                    cur.putmulti(sorted(tables[name].items()), append=True)
+                for name, rows in changes.items():
+                    db = self._dbs[name]
+                    for key in sorted(rows):
+                        value = rows[key]
+                        if value is None:
+                            txn.delete(key, db=db)
+                        else:
+                            txn.put(key, value, db=db)
         except lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB write failed: {exc}") from exc
-        try:
-            write_checksum(self.directory)  # what the next open checks before mapping
-        except OSError as exc:
-            raise IndexInvalidError(f"writing the index checksum failed: {exc}") from exc
+        self._count(changes)
 
     def destroy(self) -> None:
-        self.close()
+        self.close(clean=False)
         shutil.rmtree(self.directory, ignore_errors=True)
         if not self.read_only:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            self._dbs = {}
             self._open()
 
-    def close(self) -> None:
-        if self._env is not None:
-            self._env.close()
-            self._env = None
+    def close(self, clean: bool = True) -> None:
+        """Close LMDB; after a clean close of a writable index, checksum the file (the next
+        open checks it in one read instead of a probe)."""
+        if self._env is None:
+            return
+        self._end_read()
+        self._env.close()
+        self._env = None
+        if clean and not self.read_only:
+            try:
+                write_checksum(self.directory)
+            except OSError:
+                pass  # no checksum: the next open probes the file instead
 
 
-class MemoryIndex(IndexStore):
-    """An index kept in memory, with the history a crash can roll back to (tests)."""
 
-    def __init__(self) -> None:
-        self.history: List[Tables] = []
-        self.current: Optional[Tables] = None
-
-    def read_tables(self) -> Optional[Tables]:
-        return self.current
-
-    def write_tables(self, tables: Tables) -> None:
-        self.current = {k: dict(v) for k, v in tables.items()}
-        self.history.append(self.current)
-
-    def destroy(self) -> None:
-        self.current = None
-
-    def crash(self, rng: random.Random) -> "MemoryIndex":
-        """What a power cut may leave: the latest checkpoint (LMDB commits are synced, and the
-        reclaim horizon moves only after the commit) or none (a lost or damaged index)."""
-        out = MemoryIndex()
-        choices: List[Optional[Tables]] = [None, self.current]
-        out.current = rng.choice(choices)
-        out.history = [t for t in self.history if t is not None]
-        return out
+__all__ = ["IndexStore", "LmdbIndex", "MemoryIndex"]

@@ -7,9 +7,13 @@ mapped but rebuilt from the journal:
 
 1. the two meta pages (LMDB 0.9 layout below): a valid magic and version, and a file at least as
    long as the newest meta page's last page says (truncation);
-2. a checksum of the whole file (``data.crc``) written after every checkpoint commit (the
-   checkpoint rewrites the index whole, so this costs one read of it): any byte changed since,
-   by damage at rest or a write cut short, fails the check.
+2. a checksum of the whole file (``data.crc``), written when the index is closed cleanly and
+   removed before its next change: any byte changed since, by damage at rest or a write cut
+   short, fails the check;
+3. when there is no checksum (the store was not closed cleanly: kill -9, power loss), a child
+   process reads every entry of every table and checks its CRC (``probe``): if LMDB crashes or
+   finds damage there, the host process never maps the file. This costs one pass over the
+   index after an unclean shutdown, and nothing after a clean close.
 
 LMDB 0.9 meta page (64-bit; one at offset 0 and one at ``page_size``), the fields read here::
 
@@ -32,6 +36,8 @@ from __future__ import annotations
 
 import os
 import struct
+import subprocess
+import sys
 from typing import Optional, Tuple
 
 from journal.crc import crc32c
@@ -62,13 +68,56 @@ def precheck(directory: str) -> Optional[str]:
         return problem
     stored = _stored_checksum(directory)
     if stored is None:
-        return "no valid checksum of the index file (written before it, or cut short)"
+        return probe(directory)
     size, value = _file_crc(path)
     if stored[0] != size:
         return f"the index file is {size} bytes, its checksum was taken at {stored[0]}"
     if value != stored[1]:
         return "the index file changed since its last checkpoint (checksum mismatch)"
     return None
+
+
+PROBE = """
+import sys, lmdb
+from journal.crc import crc32c
+env = lmdb.open(sys.argv[1], readonly=True, lock=False, max_dbs=64, subdir=True)
+with env.begin() as txn:
+    for name in [bytes(k) for k, _v in txn.cursor()]:
+        db = env.open_db(name, txn=txn, create=False)
+        for k, v in txn.cursor(db):
+            if len(v) < 5 or crc32c(v[:-4], crc32c(k)).to_bytes(4, "little") != v[-4:]:
+                sys.exit(3)
+"""
+
+
+def probe(directory: str) -> Optional[str]:
+    """Read every entry of the index in a child process (LMDB may crash on a damaged file;
+    then only the child dies). ``None`` when every value's CRC checks.
+
+    Raises:
+        OSError: the child cannot be started.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    out = subprocess.run([sys.executable, "-c", PROBE, directory], env=env,
+                         capture_output=True, timeout=3600)
+    if out.returncode == 0:
+        return None
+    if out.returncode < 0:
+        return f"reading the index crashed LMDB (signal {-out.returncode}): it is damaged"
+    if out.returncode == 3:
+        return "an index value fails its CRC: the index is damaged"
+    return f"the index cannot be read: {out.stderr.decode(errors='replace')[-300:].strip()}"
+
+
+def remove_checksum(directory: str) -> None:
+    """Drop ``data.crc`` before the index changes (its absence sends the next open through
+    ``probe`` unless a clean close writes a new one)."""
+    try:
+        os.unlink(os.path.join(directory, CHECKSUM_FILE))
+    except FileNotFoundError:
+        pass
 
 
 def _file_crc(path: str) -> Tuple[int, int]:

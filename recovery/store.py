@@ -13,13 +13,13 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from journal import FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport
-from recovery.checkpoint import Checkpoint
+from recovery.checkpoint import Checkpoint, changes, committed, read_index, requeue_liveness
 from recovery.errors import IndexInvalidError, MalformedRecordError
 from recovery.image import NullSink, StoreImage
-from recovery.index import IndexStore
+from recovery.indexstore import IndexStore
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
@@ -106,7 +106,7 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
             journal is closed again and nothing is written.
     """
     start = time.monotonic()
-    cp, why = index.load()
+    cp, why = read_index(index)
     # salvage and rebuild replay everything (salvage then says what the checkpoint had more);
     # the checkpoint's LSN still proves what was durable, except to salvage (the journal's call)
     use = None if options.salvage or rebuild else cp
@@ -115,8 +115,9 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
                            trusted=use.catalogue if use is not None and not verify else None,
                            proven_lsn=cp.lsn if cp is not None else 0)
     try:
-        image, how, replayed = _fold(journal, use, why, read_only and not liveness)
-        lost = _lost(cp.image, image) if options.salvage and cp is not None else {}
+        before = _contents(cp.image) if options.salvage and cp is not None else None
+        image, how, replayed = _fold(journal, index, use, why, read_only, liveness)
+        lost = _lost(before, image) if before is not None else {}
         if not read_only:
             journal.liveness.reclaim()
     except BaseException:
@@ -127,34 +128,74 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
     return Recovered(journal, image, index, report)
 
 
-def _fold(journal: Journal, cp: Optional[Checkpoint], why: str, read_only: bool):
+def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: str,
+          read_only: bool, liveness: bool):
     live = journal.liveness
-    sink = NullSink() if read_only else journal
+    sink = NullSink() if read_only and not liveness else journal
     live.deferred = True
     try:
         if cp is not None:
             problem = validate(cp, journal)
             if problem is None:
                 image = cp.image
-                if not read_only:
+                if not read_only or liveness:
                     live.restore_state(cp.liveness)
-                replayed = replay(journal, image, cp.lsn + 1, sink)
+                every = None if read_only else \
+                    (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
+                replayed = replay(journal, image, cp.lsn + 1, sink, every)
                 problem = _dangling(image, journal)
                 if problem is None:
                     live.horizon = cp.lsn
                     return image, "used", replayed
                 live.reset()
             why = problem
-        image = StoreImage()
-        replayed = replay(journal, image, 0, sink)
-        live.horizon = 0  # nothing may be reclaimed before a checkpoint covers it
+        if read_only:  # nothing written: the rebuild stays in memory
+            from recovery.indexstore import MemoryIndex
+            image = StoreImage(MemoryIndex())
+            replayed = replay(journal, image, 0, sink)
+        else:
+            index.destroy()
+            image = StoreImage(index)
+            replayed = replay(journal, image, 0, sink,
+                              lambda: write_index(index, image, journal, {}, REBUILD_BATCH))
+        live.horizon = 0  # nothing may be reclaimed before a commit covers it
         return image, f"rebuilt: {why}", replayed
     finally:
         live.deferred = False
 
 
-def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
-    """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many.
+REBUILD_BATCH = 50_000  # records folded between index commits during a rebuild (bounded RAM)
+
+
+def write_index(index: IndexStore, image: StoreImage, journal: Journal,
+                extras: Dict[str, Any], min_changes: int = 0) -> int:
+    """Commit the image's changes to the index at the image's last folded LSN, which must be
+    durable in the journal (at open: everything replayed is; at run time the caller syncs
+    first). With ``min_changes``, do nothing until the overlay holds that many changes.
+
+    Returns:
+        The LSN committed, or 0 when nothing was written.
+
+    Raises:
+        IndexInvalidError: the index write failed; the changes stay in RAM for the next try.
+    """
+    if min_changes and sum(len(t.dirty) for t in image.tables.all()) < min_changes:
+        return 0
+    exported = journal.liveness.export_changes()
+    lsn = image.last_lsn
+    try:
+        index.commit(changes(index, image, lsn, journal.catalogue(), exported, extras))
+    except BaseException:
+        requeue_liveness(journal.liveness, exported)
+        raise
+    committed(image)
+    return lsn
+
+
+def replay(journal: Journal, image: StoreImage, from_lsn: int, sink,
+           every: Optional[Callable[[], Any]] = None) -> int:
+    """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many. ``every``
+    is called after each 1,000 records (a rebuild commits its overlay there).
 
     Raises:
         MalformedRecordError: a CRC-valid record whose payload does not fit its kind (names the
@@ -171,6 +212,8 @@ def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
             raise MalformedRecordError(path, loc.offset, rec.lsn, rec.kind,
                                        f"{type(exc).__name__}: {exc}") from exc
         n += 1
+        if every is not None and n % 1000 == 0:
+            every()
     return n
 
 
@@ -178,22 +221,29 @@ def replay(journal: Journal, image: StoreImage, from_lsn: int, sink) -> int:
 MALFORMED = (InvalidRecordError, KeyError, IndexError, TypeError, ValueError, AttributeError)
 
 
-def _lost(before: StoreImage, after: StoreImage) -> Dict[str, Any]:
-    """What ``before`` (the last checkpoint) holds that ``after`` (the salvaged image) lacks."""
+def _contents(image: StoreImage) -> Dict[str, Any]:
+    """Names and message ids an image holds (read before a salvage replaces it)."""
+    return {"addresses": {a.name for a in image.addresses.values()},
+            "queues": {q.name for q in image.queues.values()},
+            "messages": {m.mid for m in image.messages()}}
+
+
+def _lost(before: Dict[str, Any], after: StoreImage) -> Dict[str, Any]:
+    """What ``before`` (the last checkpoint's contents) holds that ``after`` (the salvaged
+    image) lacks."""
     names = {a.name for a in after.addresses.values()}
     queues = {q.name for q in after.queues.values()}
-    return {"addresses": sorted(a.name for a in before.addresses.values() if a.name not in names),
-            "queues": sorted(q.name for q in before.queues.values() if q.name not in queues),
-            "messages": sum(1 for mid in before.messages if mid not in after.messages)}
+    return {"addresses": sorted(before["addresses"] - names),
+            "queues": sorted(before["queues"] - queues),
+            "messages": sum(1 for mid in before["messages"] if after.message(mid) is None)}
 
 
 def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
-    present = {s.sequence for s in journal.segments()}
-    for loc in image.live_locations():
-        if loc.segment not in present:
-            return f"the index refers to segment {loc.segment}, which is gone"
+    missing = image.missing_segments([s.sequence for s in journal.segments()])
+    if missing:
+        return f"the index refers to segment {missing[0]}, which is gone"
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "IndexInvalidError",
+__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "write_index", "IndexInvalidError",
            "MalformedRecordError"]

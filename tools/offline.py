@@ -83,8 +83,12 @@ class OfflineStore:
         rows = []
         for q in sorted(img.queues.values(), key=lambda q: q.name):
             cfg = q.config
-            refs = list(q.refs.values())
-            size = sum(img.messages[r.mid].body_size for r in refs if r.mid in img.messages)
+            count = delivering = size = 0
+            for r in img.refs(q.id):  # streamed from the index: O(queue) time, not memory
+                count += 1
+                delivering += r.delivery_count > 0
+                m = img.message(r.mid)
+                size += m.body_size if m is not None else 0
             rows.append({"queue": q.name, "address": q.address, "routing_type": q.routing_type,
                          "durable": bool(cfg.get("durable", True)),
                          "auto_delete": bool(cfg.get("auto_created", False)),
@@ -92,8 +96,8 @@ class OfflineStore:
                          "ring_size": int(cfg.get("ring_size", -1)),
                          "last_value_key": cfg.get("last_value_key"),
                          "non_destructive": bool(cfg.get("non_destructive", False)),
-                         "messages": len(refs),
-                         "delivering": sum(1 for r in refs if r.delivery_count > 0),
+                         "messages": count,
+                         "delivering": delivering,
                          "scheduled": 0,
                          "consumers_at_last_close": consumers.get(q.name),
                          "bytes": size})
@@ -113,7 +117,7 @@ class OfflineStore:
         rows = []
         for a in sorted(img.addresses.values(), key=lambda a: a.name):
             queues = sorted(q.name for q in img.queues.values() if q.address == a.name)
-            msgs = sum(len(q.refs) for q in img.queues.values() if q.address == a.name)
+            msgs = sum(q.count for q in img.queues.values() if q.address == a.name)
             rows.append({"address": a.name, "routing_types": ",".join(a.routing_types),
                          "queues": ",".join(queues), "auto_created": a.auto_created,
                          "messages": msgs})
@@ -121,18 +125,12 @@ class OfflineStore:
 
 
 def _index_extras(index: Any) -> Dict[str, Any]:
+    from recovery.checkpoint import read_meta
     try:
-        tables = index.read_tables()
+        meta = read_meta(index)
     except MqStoreError:
         return {}
-    if not tables:
-        return {}
-    from recovery.checkpoint import _unval
-    raw = tables.get("meta", {}).get(b"checkpoint")
-    try:
-        return dict(_unval("meta", b"checkpoint", raw).get("extras", {})) if raw else {}
-    except MqStoreError:
-        return {}
+    return dict(meta.get("extras") or {}) if meta else {}
 
 
 def read_segment(path: str) -> bytes:

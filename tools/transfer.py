@@ -42,10 +42,11 @@ def export_lines(store: OfflineStore) -> Iterator[Dict[str, Any]]:
                "routing_type": q.routing_type, "config": q.config}
     on: Dict[int, List[Tuple[Tuple[int, int], str, int]]] = {}
     for q in sorted(img.queues.values(), key=lambda q: q.id):
-        for r in q.refs.values():
+        for r in img.refs(q.id):
             on.setdefault(r.mid, []).append((r.order, q.name, r.delivery_count))
     for mid in sorted(on, key=lambda m: min(o for o, _n, _c in on[m])):
-        m = img.messages[mid]
+        m = img.message(mid)
+        assert m is not None
         body = store.journal.read(m.location).payload
         if m.slot >= 0:
             body = body["msgs"][m.slot]

@@ -1,0 +1,205 @@
+"""The broker's RAM budget and what shares it: queue heads, deliveries, decoded messages.
+
+Seed 003_*.txt (ActiveMQ's design for massive queues) links every cache to "a fixed amount of
+RAM". Here one ``MemoryBudget`` (``Broker.open(memory_budget=...)``, bytes) is charged for every
+message reference held in RAM (a queue's head, a consumer's deliveries) and every message those
+references share (``MessageCache``, seed 003's PendingCache). A durable queue's references live
+in the live index (``recovery.image``); RAM holds only its head, refilled from the index in
+queue order as it drains (``IndexReader``), so the backlog costs disk, not RAM.
+
+The charges are estimates of the Python objects' sizes (``REF_BYTES`` per reference, measured
+with ``tracemalloc`` on CPython 3.11, plus the message's properties and any body kept in RAM),
+enforced by accounting: ``statistics()`` reports them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+from engine.model import Message
+from recovery import StoreImage
+
+DEFAULT_BUDGET = 64 << 20  # bytes
+REF_BYTES = 200            # a MessageRef and its place in a deque
+MESSAGE_BYTES = 400        # a StoredMessage with an empty properties dict
+MIN_HEAD = 16              # references a paging queue always may hold in RAM
+REFILL = 256               # references read from the index per refill, budget allowing
+
+
+def message_bytes(properties: Dict[str, Any], body: Optional[bytes]) -> int:
+    """The RAM a ``StoredMessage`` is charged: its object, its properties (about 100 bytes a
+    pair plus the values' lengths) and the body when kept in RAM."""
+    size = MESSAGE_BYTES + (len(body) if body is not None else 0)
+    for key, value in properties.items():
+        size += 100 + len(key) + (len(value) if isinstance(value, (str, bytes)) else 0)
+    return size
+
+
+class StoredMessage:
+    """A message held in RAM (shared by its in-memory references).
+
+    Attributes:
+        mid: message id. address: where it was sent. durable: journaled on durable queues.
+        properties, timestamp, expiration (ms since epoch, 0 never), priority.
+        body: the bytes, or ``None`` when every queue it reached journals it: then it is
+            read from the journal on demand (references separate from bodies; ``kept_body``).
+        journaled: whether the image holds it (its body is read by id from its record).
+        refcount: references to it held in RAM (``engine.paging.MessageCache``).
+        mem_size: the bytes it is charged to the RAM budget.
+    """
+
+    __slots__ = ("mid", "address", "durable", "properties", "timestamp", "expiration",
+                 "priority", "body", "journaled", "refcount", "mem_size")
+
+    def __init__(self, mid: int, address: str, durable: bool, properties: Dict[str, Any],
+                 timestamp: int, expiration: int, priority: int, body: Optional[bytes],
+                 journaled: bool = False) -> None:
+        self.mid = mid
+        self.address = address
+        self.durable = durable
+        self.properties = properties
+        self.timestamp = timestamp
+        self.expiration = expiration
+        self.priority = priority
+        self.body = body
+        self.journaled = journaled
+        self.refcount = 0
+        self.mem_size = message_bytes(properties, body)
+
+    def to_message(self, body: bytes) -> Message:
+        """A user-facing copy with ``body``."""
+        return Message(body, dict(self.properties), self.durable, self.priority,
+                       self.expiration, self.timestamp, self.mid, self.address)
+
+
+@dataclass(frozen=True)
+class MemoryStatistics:
+    """The RAM budget's state (``Broker.statistics().memory``).
+
+    Attributes:
+        budget: the budget in bytes. used: bytes charged now. peak: the most charged since
+            open. references: message references held in RAM. messages: messages held in RAM.
+        paged_out: references moved from RAM to the index only since open (a head trimmed or
+            new arrivals on a paging queue). paged_in: references read back from the index.
+    """
+
+    budget: int
+    used: int
+    peak: int
+    references: int
+    messages: int
+    paged_out: int
+    paged_in: int
+
+
+class MemoryBudget:
+    """One broker's RAM budget (guarded by the broker lock).
+
+    Args:
+        limit: bytes, at least 1 MiB.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.peak = 0
+        self.references = 0
+        self.messages = 0
+        self.paged_out = 0
+        self.paged_in = 0
+
+    def charge(self, size: int) -> None:
+        """Account ``size`` bytes more."""
+        self.used += size
+        if self.used > self.peak:
+            self.peak = self.used
+
+    def release(self, size: int) -> None:
+        """Account ``size`` bytes less."""
+        self.used -= size
+
+    def over(self) -> bool:
+        """Whether more is charged than the budget allows."""
+        return self.used > self.limit
+
+    def refill_size(self) -> int:
+        """How many references a refill may read: ``REFILL`` when the budget has room for
+        them, else ``MIN_HEAD`` (a queue always makes progress)."""
+        room = self.limit - self.used
+        return REFILL if room > REFILL * (REF_BYTES + MESSAGE_BYTES) else MIN_HEAD
+
+    def statistics(self) -> MemoryStatistics:
+        """A snapshot."""
+        return MemoryStatistics(self.limit, self.used, self.peak, self.references,
+                                self.messages, self.paged_out, self.paged_in)
+
+
+class MessageCache:
+    """Messages held in RAM by id, shared by their in-memory references; charged to the
+    budget while any reference holds them (``StoredMessage.refcount`` counts those)."""
+
+    def __init__(self, budget: MemoryBudget) -> None:
+        self.budget = budget
+        self.by_id: Dict[int, StoredMessage] = {}
+
+    def get(self, mid: int) -> Optional[StoredMessage]:
+        """The message if held."""
+        return self.by_id.get(mid)
+
+    def hold(self, msg: StoredMessage) -> None:
+        """A reference to ``msg`` entered RAM."""
+        msg.refcount += 1
+        self.budget.references += 1
+        self.budget.charge(REF_BYTES)
+        if msg.refcount == 1:
+            self.by_id[msg.mid] = msg
+            self.budget.messages += 1
+            self.budget.charge(msg.mem_size)
+
+    def let_go(self, msg: StoredMessage) -> None:
+        """A reference to ``msg`` left RAM (settled, or paged out)."""
+        msg.refcount -= 1
+        self.budget.references -= 1
+        self.budget.release(REF_BYTES)
+        if msg.refcount <= 0 and self.by_id.get(msg.mid) is msg:
+            del self.by_id[msg.mid]
+            self.budget.messages -= 1
+            self.budget.release(msg.mem_size)
+
+
+class IndexReader:
+    """Reads a durable queue's references from the live index in queue order, and the
+    messages they point to, as in-memory objects (internal to ``engine.queue``)."""
+
+    def __init__(self, image: StoreImage, cache: MessageCache) -> None:
+        self.image = image
+        self.cache = cache
+
+    def count(self, qid: int) -> int:
+        """References the index holds for queue ``qid``."""
+        q = self.image.queues.get(qid)
+        return 0 if q is None else q.count
+
+    def message(self, mid: int) -> Optional[StoredMessage]:
+        """Message ``mid`` from the cache, or built from the index (not held); ``None`` when
+        the index does not hold it."""
+        msg = self.cache.get(mid)
+        if msg is not None:
+            return msg
+        m = self.image.message(mid)
+        if m is None:
+            return None
+        return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
+                             m.priority, None, True)
+
+    def read(self, qid: int, after: Optional[Tuple[int, int]], limit: int
+             ) -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
+        """Up to ``limit`` references after order key ``after``: (message, order, delivery
+        count) each; the messages come from the cache or are built from the index."""
+        out = []
+        for r in self.image.queue_refs(qid, after, limit):
+            msg = self.message(r.mid)
+            assert msg is not None, f"the index holds a reference to no message {r.mid}"
+            out.append((msg, r.order, r.delivery_count))
+        return out
