@@ -34,7 +34,7 @@ from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.paging import DEFAULT_BUDGET, IndexReader, MemoryBudget, MessageCache
 from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import IndexStore, RecoveryReport, StoreImage
+from recovery import IndexInvalidError, IndexStore, RecoveryReport, StoreImage
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -70,7 +70,7 @@ class Broker:
         self._p = persistence
         self.budget = MemoryBudget(memory_budget)
         self.cache = MessageCache(self.budget)
-        self.reader = IndexReader(persistence.image, self.cache)
+        self.reader = IndexReader(persistence.image, self.cache, self._index_damaged)
         self.recovery_report = report
         self.lock = threading.RLock()
         self.settings = SettingsRepository(syntax)
@@ -94,7 +94,7 @@ class Broker:
     def open(cls, directory: str, *, fs: Optional[FileSystem] = None,
              journal_options: Optional[JournalOptions] = None,
              index: Optional[IndexStore] = None,
-             checkpoint_records: int = 200_000,
+             checkpoint_records: int = 20_000,
              address_settings: Optional[Mapping[str, AddressSettings]] = None,
              wildcard_syntax: WildcardSyntax = DEFAULT_SYNTAX,
              clock: Optional[Callable[[], int]] = None,
@@ -161,6 +161,17 @@ class Broker:
             if rec.report.rebuilt:
                 with broker.lock:
                     broker._guard(persistence.checkpoint_quietly)
+        except BrokerFailedError as exc:
+            storage.release()
+            if rebuild_index or not isinstance(exc.cause, IndexInvalidError):
+                raise
+            # damage in the index found while opening: open again, rebuilding it
+            return cls.open(directory, fs=fs, journal_options=journal_options, index=index,
+                            checkpoint_records=checkpoint_records,
+                            address_settings=address_settings,
+                            wildcard_syntax=wildcard_syntax, clock=clock,
+                            expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
+                            rebuild_index=True, memory_budget=memory_budget)
         except BaseException:
             storage.release()
             raise
@@ -250,6 +261,19 @@ class Broker:
                 raise IllegalStateError("the broker is closed") from exc
             self._failure = exc
             raise BrokerFailedError(exc) from exc
+        except IndexInvalidError as exc:
+            self._index_damaged(exc)
+
+    def _index_damaged(self, exc: IndexInvalidError) -> None:
+        """What the index holds is damaged (found at run time): fail-stop, and the next open
+        rebuilds the index from the journal (nothing is lost: the journal has it all).
+
+        Raises:
+            BrokerFailedError: always, with ``exc`` as its cause.
+        """
+        self._failure = exc
+        self._p.index.mark_damaged(exc.reason)
+        raise BrokerFailedError(exc) from exc
 
     def write(self, records: List[tuple]) -> Ticket:
         """Journal records and fold them (lock held); fail-stop on storage errors."""

@@ -15,15 +15,16 @@ enforced by accounting: ``statistics()`` reports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from engine.model import Message
-from recovery import StoreImage
+from recovery import IndexInvalidError, StoreImage
 
 DEFAULT_BUDGET = 64 << 20  # bytes
 REF_BYTES = 200            # a MessageRef and its place in a deque
 MESSAGE_BYTES = 400        # a StoredMessage with an empty properties dict
 MIN_HEAD = 16              # references a paging queue always may hold in RAM
+HEAD_MAX = 4096            # references a queue's head holds at most (seed 003's QueueArea)
 REFILL = 256               # references read from the index per refill, budget allowing
 
 
@@ -170,11 +171,20 @@ class MessageCache:
 
 class IndexReader:
     """Reads a durable queue's references from the live index in queue order, and the
-    messages they point to, as in-memory objects (internal to ``engine.queue``)."""
+    messages they point to, as in-memory objects (internal to ``engine.queue``).
 
-    def __init__(self, image: StoreImage, cache: MessageCache) -> None:
+    Args:
+        image: the live image. cache: the messages held in RAM.
+        damaged: called with the ``IndexInvalidError`` when what the index holds is damaged
+            (a value's CRC, a reference to a message it does not hold); it raises (the
+            broker fail-stops and the next open rebuilds the index).
+    """
+
+    def __init__(self, image: StoreImage, cache: MessageCache,
+                 damaged: Callable[[IndexInvalidError], None]) -> None:
         self.image = image
         self.cache = cache
+        self.damaged = damaged
 
     def count(self, qid: int) -> int:
         """References the index holds for queue ``qid``."""
@@ -187,7 +197,11 @@ class IndexReader:
         msg = self.cache.get(mid)
         if msg is not None:
             return msg
-        m = self.image.message(mid)
+        try:
+            m = self.image.message(mid)
+        except IndexInvalidError as exc:
+            self.damaged(exc)
+            raise
         if m is None:
             return None
         return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
@@ -198,8 +212,17 @@ class IndexReader:
         """Up to ``limit`` references after order key ``after``: (message, order, delivery
         count) each; the messages come from the cache or are built from the index."""
         out = []
-        for r in self.image.queue_refs(qid, after, limit):
+        try:
+            refs = self.image.queue_refs(qid, after, limit)
+        except IndexInvalidError as exc:
+            self.damaged(exc)
+            raise
+        for r in refs:
             msg = self.message(r.mid)
-            assert msg is not None, f"the index holds a reference to no message {r.mid}"
+            if msg is None:
+                exc = IndexInvalidError(f"queue {qid} has a reference to message {r.mid}, "
+                                        f"which the index does not hold")
+                self.damaged(exc)
+                raise exc
             out.append((msg, r.order, r.delivery_count))
         return out

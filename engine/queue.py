@@ -13,7 +13,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from engine.model import QueueConfig, QueueInfo, RoutingType
-from engine.paging import MIN_HEAD, IndexReader, MessageCache, StoredMessage
+from engine.paging import HEAD_MAX, MIN_HEAD, IndexReader, MessageCache, StoredMessage
 
 Order = Tuple[int, ...]
 PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
@@ -221,8 +221,9 @@ class Queue:
     def written(self) -> None:
         """After the write that gave new references their order keys: while the queue pages,
         those that arrived meanwhile leave RAM (journaled) or stay in order (not journaled);
-        otherwise, when the RAM budget is exceeded, the newest journaled references at the
-        tail leave RAM and the queue starts paging."""
+        otherwise, when the RAM budget is exceeded or the head holds more than ``HEAD_MAX``
+        references, the newest journaled references at the tail leave RAM and the queue
+        starts paging."""
         budget = self.cache.budget
         if self.horizon is not None:
             kept: Deque[MessageRef] = deque()
@@ -233,8 +234,8 @@ class Queue:
                     kept.append(ref)
             self.tail = kept
             return
-        while budget.over() and self.pageable and len(self.ready) > MIN_HEAD and \
-                self.ready[-1].journaled:
+        while self.pageable and len(self.ready) > MIN_HEAD and self.ready[-1].journaled and \
+                (budget.over() or len(self.ready) > HEAD_MAX):
             ref = self.ready.pop()
             self._page_out(ref)
             self.horizon = below(ref.order) if self.horizon is None else \
@@ -265,7 +266,7 @@ class Queue:
         the queue stops paging."""
         if self.horizon is None or self.reader is None:
             return
-        want = self.cache.budget.refill_size()
+        want = max(1, min(self.cache.budget.refill_size(), HEAD_MAX - len(self.ready)))
         rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
         for msg, order, delivered in rows:
             while self.tail and self.tail[0].order < order:

@@ -6,9 +6,9 @@ The index is a cache of the journal (ZODB FileStorage's model) and the live queu
 (never per operation: the journal is what is fsynced per operation); ``recovery.checkpoint``
 decides what goes in a batch and checks what is read back. A missing, stale or damaged index
 is rebuilt from the journal alone. Before LMDB maps an existing file, ``recovery.lmdbcheck``
-checks its meta pages against its size, and then its whole-file checksum (after a clean close)
-or every entry in a child process (after an unclean one): a damaged file is never mapped (LMDB
-would crash the process on it) but removed and rebuilt, and ``discarded`` says why.
+checks its meta pages against its size and has a child process read every page: a damaged file
+is never mapped (LMDB would crash the process on it) but removed and rebuilt, and
+``discarded`` says why.
 LMDB does its own file I/O through mmap, so it cannot sit behind the journal's file-system seam;
 under a ``SimulatedFileSystem`` the store uses ``MemoryIndex``, whose ``crash()`` keeps the last
 commit or nothing, which is what a power cut can leave of a cache.
@@ -22,10 +22,10 @@ from typing import Dict, List, Optional
 
 from recovery.errors import IndexInvalidError
 from recovery.indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
-from recovery.lmdbcheck import CHECKSUM_FILE, DATA_FILE, precheck, remove_checksum, \
-    write_checksum
+from recovery.lmdbcheck import DATA_FILE, LEGACY_FILES, precheck
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
+DAMAGED_FILE = "damaged"  # written when damage is found at run time; the next open rebuilds
 
 
 class LmdbIndex(IndexStore):
@@ -47,7 +47,11 @@ class LmdbIndex(IndexStore):
         self._rtxn = None
         if not read_only:
             os.makedirs(directory, mode=0o700, exist_ok=True)
-        if os.path.exists(os.path.join(directory, DATA_FILE)):
+        marker = os.path.join(directory, DAMAGED_FILE)
+        if os.path.exists(marker):
+            with open(marker, "r", encoding="utf-8", errors="replace") as f:
+                self.discarded = f"found while the store was open: {f.read(500).strip()}"
+        elif os.path.exists(os.path.join(directory, DATA_FILE)):
             try:
                 self.discarded = precheck(directory) or ""
             except OSError as exc:
@@ -63,7 +67,7 @@ class LmdbIndex(IndexStore):
             self._open()
 
     def _wipe(self) -> None:
-        for name in (DATA_FILE, "lock.mdb", CHECKSUM_FILE):
+        for name in (DATA_FILE, "lock.mdb", DAMAGED_FILE) + LEGACY_FILES:
             try:
                 os.unlink(os.path.join(self.directory, name))
             except FileNotFoundError:
@@ -87,8 +91,6 @@ class LmdbIndex(IndexStore):
                         self._dbs[name] = self._env.open_db(name.encode(), txn=txn)
         except lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB cannot open the index: {exc}") from exc
-        if not self.read_only:
-            remove_checksum(self.directory)  # the file changes from now on
 
     def _txn(self):  # type: ignore[no-untyped-def]
         if self._rtxn is None:
@@ -155,26 +157,37 @@ class LmdbIndex(IndexStore):
         self._count(changes)
 
     def destroy(self) -> None:
-        self.close(clean=False)
+        self.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         if not self.read_only:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
             self._dbs = {}
             self._open()
 
-    def close(self, clean: bool = True) -> None:
-        """Close LMDB; after a clean close of a writable index, checksum the file (the next
-        open checks it in one read instead of a probe)."""
+    def mark_damaged(self, reason: str) -> None:
+        """Write the ``damaged`` marker (synced), so the next writable open rebuilds the index
+        from the journal; a read-only index only remembers it."""
+        self.discarded = reason
+        if self.read_only:
+            return
+        path = os.path.join(self.directory, DAMAGED_FILE)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, reason.encode("utf-8", errors="replace"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError:
+            pass  # without the marker, the next open's checks run as usual
+
+    def close(self) -> None:
+        """Close LMDB (safe to call twice)."""
         if self._env is None:
             return
         self._end_read()
         self._env.close()
         self._env = None
-        if clean and not self.read_only:
-            try:
-                write_checksum(self.directory)
-            except OSError:
-                pass  # no checksum: the next open probes the file instead
 
 
 

@@ -63,6 +63,11 @@ class IndexStore(ABC):
     def close(self) -> None:
         """Release resources."""
 
+    def mark_damaged(self, reason: str) -> None:
+        """Damage was found while the store was open: the next writable open rebuilds the
+        index from the journal instead of using it."""
+        self.discarded = reason
+
     def _count(self, changes: Changes) -> None:
         self.commits += 1
         self.written += sum(len(rows) for rows in changes.values())
@@ -111,6 +116,7 @@ class MemoryIndex(IndexStore):
     def destroy(self) -> None:
         self.tables = {name: {} for name in TABLES}
         self._sorted = {}
+        self.discarded = ""
 
     def crash(self, rng: random.Random) -> "MemoryIndex":
         """What a power cut may leave: the latest commit (LMDB commits are synced, and the

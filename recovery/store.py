@@ -142,8 +142,11 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
                     live.restore_state(cp.liveness)
                 every = None if read_only else \
                     (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
-                replayed = replay(journal, image, cp.lsn + 1, sink, every)
-                problem = _dangling(image, journal)
+                try:
+                    replayed = replay(journal, image, cp.lsn + 1, sink, every)
+                    problem = _dangling(image, journal)
+                except IndexInvalidError as exc:  # a damaged value met on the way
+                    problem = exc.reason
                 if problem is None:
                     live.horizon = cp.lsn
                     return image, "used", replayed

@@ -77,6 +77,42 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
     console.print(rt)
 
 
+@bench.command("memory")
+@click.option("--sizes", default="10000,100000,1000000", show_default=True,
+              help="Backlog sizes (messages), comma-separated; 10000000 for the 10M figures.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where to put the scratch stores (default: the system temp directory).")
+def bench_memory(sizes: str, directory: Optional[str]) -> None:
+    """RSS, reopen and rebuild time, and throughput with large backlogs, as ratios."""
+    from tools.bench_memory import run
+
+    try:
+        wanted = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers separated by commas") from None
+    with console.status("measuring...") as status:
+        rows = run(wanted, directory, lambda m: status.update(m))
+    t = Table(title="1 KiB durable messages, default 64 MiB budget (one run, same disk)")
+    for col in ("backlog", "queues", "fill msg/s", "RSS MB", "peak MB", "draining MB",
+                "reopen s", "send/empty", "recv+ack/empty", "rebuild/plain"):
+        t.add_column(col, justify="right")
+    for r in rows:
+        rb = "" if r.rebuild is None else \
+            f"{r.rebuild['rebuild_rate'] / r.rebuild['plain_rate']:.2f}"
+        t.add_row(f"{r.size:,}", str(r.queues), f"{r.fill['fill_rate']:,.0f}",
+                  f"{r.fill['rss_mb']:.0f}", f"{r.fill['peak_mb']:.0f}",
+                  f"{r.fill['backlog_draining_rss_mb']:.0f}", f"{r.reopen['open_s']:.2f}",
+                  f"{r.fill['backlog_send_rate'] / r.empty['send_rate']:.2f}",
+                  f"{r.fill['backlog_receive_rate'] / r.empty['receive_rate']:.2f}", rb)
+    console.print(t)
+    small, large = min(rows, key=lambda r: r.size), max(rows, key=lambda r: r.size)
+    peak = max(max(r.fill["peak_mb"], r.reopen["peak_mb"]) for r in rows)
+    growth = large.fill["rss_mb"] / small.fill["rss_mb"]
+    console.print(f"peak RSS {peak:.0f} MB (target <= 300); RSS at {large.size:,} / at "
+                  f"{small.size:,}: {growth:.2f} (target <= 1.5); slowest reopen "
+                  f"{max(r.reopen['open_s'] for r in rows):.2f} s (target <= 3)")
+
+
 @bench.command("spark")
 @click.option("--records", default=2_000_000, show_default=True, help="Journal records.")
 @click.option("--master", default="local[2]", show_default=True)

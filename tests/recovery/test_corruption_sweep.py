@@ -18,6 +18,7 @@ import pytest
 from engine import Broker, Message, QueueConfig, RoutingType
 from engine.errors import BrokerFailedError
 from journal import CorruptJournalError, JournalOptions, MqStoreError
+from recovery import IndexInvalidError
 from tests.recovery.storestate import describe
 from tests.tools.test_cli import digest
 
@@ -83,6 +84,12 @@ class Sweep:
         try:
             got, report = state(self.work)
         except BrokerFailedError as exc:  # found at its first read: typed, names the file
+            if isinstance(exc.cause, IndexInvalidError):  # the index: rebuilt at the reopen
+                got, report = state(self.work)
+                assert got == self.truth and report.rebuilt, f"{what}: {report.index}"
+                self.count("index damage found at read, rebuilt at reopen")
+                self.copy()
+                return
             assert isinstance(exc.cause, CorruptJournalError), f"{what}: {exc!r}"
             assert str(self.work) in exc.cause.path, f"{what}: {exc!r}"
             self.count("found at read")
@@ -182,7 +189,17 @@ def test_index_files_and_manifest(tmp_path: Path, crashed: bool) -> None:
     assert sweep.outcomes.get("recovered equal", 0) > 0
 
 
-@pytest.mark.parametrize("damage", ["extend", "shorten", "zero page 1", "zero page 3", "flip"])
+def roots(raw: bytes) -> Tuple[int, int]:
+    """Page numbers of the free-page list's root and the main table's root (LMDB's current
+    meta page), both in use."""
+    import struct
+    meta = max((0, 4096), key=lambda o: struct.unpack_from("<Q", raw, o + 144)[0])
+    return (struct.unpack_from("<Q", raw, meta + 80)[0],
+            struct.unpack_from("<Q", raw, meta + 128)[0])
+
+
+@pytest.mark.parametrize("damage", ["extend", "shorten", "zero page 1", "zero main root",
+                                    "zero free root", "flip"])
 def test_a_damaged_index_neither_crashes_check_nor_open(tmp_path: Path, damage: str) -> None:
     """The tester's cases: ``truncate -s 1000000 index/data.mdb`` (SIGBUS before), a zeroed
     page (SIGABRT), one flipped bit (an untyped struct.error)."""
@@ -194,13 +211,22 @@ def test_a_damaged_index_neither_crashes_check_nor_open(tmp_path: Path, damage: 
         raw += bytes(1_000_000 - len(raw))
     elif damage == "shorten":
         raw = raw[:len(raw) // 2]
-    elif damage.startswith("zero page"):
-        page = int(damage[-1]) * 4096
+    elif damage == "zero page 1":
+        raw[4096:8192] = bytes(4096)
+    elif damage.startswith("zero"):
+        page = roots(bytes(raw))[0 if "free" in damage else 1] * 4096
         raw[page:page + 4096] = bytes(4096)
-    else:
-        raw[len(raw) // 3] ^= 0x04
+    else:  # one bit of the first table name in the main table's root page
+        import struct
+        base = roots(bytes(raw))[1] * 4096
+        raw[base + struct.unpack_from("<H", raw, base + 16)[0] + 8] ^= 0x04
     data.write_bytes(bytes(raw))
     result = run("check", str(sweep.work))
+    if damage == "extend":  # zeros past the last page LMDB uses: nothing is damaged
+        assert result.exit_code == 0, result.output
+        got, report = state(sweep.work)
+        assert got == sweep.truth and report.index == "used"
+        return
     assert result.exit_code == 1 and "index" in result.output
     got, report = state(sweep.work)
     assert got == sweep.truth and report.index.startswith("rebuilt: index damaged")
