@@ -31,7 +31,8 @@ from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
-from engine.paging import DEFAULT_BUDGET, IndexReader, MemoryBudget, MessageCache
+from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
+                           MessageCache)
 from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
 from recovery import IndexInvalidError, IndexStore, RecoveryReport, StoreImage
@@ -126,7 +127,8 @@ class Broker:
             memory_budget: bytes of RAM for message references and messages: queue heads,
                 deliveries held by consumers, messages they share (seed 003's linked caches
                 of fixed size). A durable queue's backlog beyond its head stays in the index
-                and is read back in order as the head drains; at least 1 MiB.
+                and is read back in order as the head drains; at least 4096 (a budget that
+                small makes every durable queue page).
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -144,7 +146,7 @@ class Broker:
         fs = fs or OsFileSystem()
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
-        check_int("memory_budget", memory_budget, 1 << 20, TIME_MAX)
+        check_int("memory_budget", memory_budget, MIN_BUDGET, TIME_MAX)
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),

@@ -347,6 +347,7 @@ def cancel(broker: "Broker", refs: Sequence[MessageRef]) -> Optional[Ticket]:
     for qid in by_queue:
         queue = broker.queues_by_id.get(qid)
         if queue is not None:
+            queue.written()  # what came back may be more than the head holds
             serve_waiters(broker, queue)
     return ticket
 

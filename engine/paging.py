@@ -26,6 +26,7 @@ MESSAGE_BYTES = 400        # a StoredMessage with an empty properties dict
 MIN_HEAD = 16              # references a paging queue always may hold in RAM
 HEAD_MAX = 4096            # references a queue's head holds at most (seed 003's QueueArea)
 REFILL = 256               # references read from the index per refill, budget allowing
+MIN_BUDGET = 4096          # bytes; a budget this small makes every durable queue page
 
 
 def message_bytes(properties: Dict[str, Any], body: Optional[bytes]) -> int:
@@ -98,11 +99,18 @@ class MemoryBudget:
     """One broker's RAM budget (guarded by the broker lock).
 
     Args:
-        limit: bytes, at least 1 MiB.
+        limit: bytes, at least ``MIN_BUDGET``.
+
+    Attributes:
+        head_max: references a queue's head holds at most: ``HEAD_MAX``, or fewer when the
+            budget could not hold eight such heads (at least 2).
+        min_head: references a paging queue keeps however full the budget is.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
+        self.head_max = max(2, min(HEAD_MAX, limit // (8 * (REF_BYTES + MESSAGE_BYTES))))
+        self.min_head = min(MIN_HEAD, self.head_max)
         self.used = 0
         self.peak = 0
         self.references = 0
@@ -125,10 +133,11 @@ class MemoryBudget:
         return self.used > self.limit
 
     def refill_size(self) -> int:
-        """How many references a refill may read: ``REFILL`` when the budget has room for
-        them, else ``MIN_HEAD`` (a queue always makes progress)."""
+        """How many references a refill may read: ``REFILL`` (at most ``head_max``) when the
+        budget has room for them, else ``min_head`` (a queue always makes progress)."""
         room = self.limit - self.used
-        return REFILL if room > REFILL * (REF_BYTES + MESSAGE_BYTES) else MIN_HEAD
+        want = min(REFILL, self.head_max)
+        return want if room > want * (REF_BYTES + MESSAGE_BYTES) else self.min_head
 
     def statistics(self) -> MemoryStatistics:
         """A snapshot."""

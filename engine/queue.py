@@ -13,7 +13,7 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from engine.model import QueueConfig, QueueInfo, RoutingType
-from engine.paging import HEAD_MAX, MIN_HEAD, IndexReader, MessageCache, StoredMessage
+from engine.paging import IndexReader, MessageCache, StoredMessage
 
 Order = Tuple[int, ...]
 PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
@@ -221,7 +221,7 @@ class Queue:
     def written(self) -> None:
         """After the write that gave new references their order keys: while the queue pages,
         those that arrived meanwhile leave RAM (journaled) or stay in order (not journaled);
-        otherwise, when the RAM budget is exceeded or the head holds more than ``HEAD_MAX``
+        then, when the RAM budget is exceeded or the head holds more than ``head_max``
         references, the newest journaled references at the tail leave RAM and the queue
         starts paging."""
         budget = self.cache.budget
@@ -233,13 +233,16 @@ class Queue:
                 else:
                     kept.append(ref)
             self.tail = kept
-            return
-        while self.pageable and len(self.ready) > MIN_HEAD and self.ready[-1].journaled and \
-                (budget.over() or len(self.ready) > HEAD_MAX):
+        while self.pageable and len(self.ready) > budget.min_head and \
+                (budget.over() or len(self.ready) > budget.head_max):
             ref = self.ready.pop()
-            self._page_out(ref)
-            self.horizon = below(ref.order) if self.horizon is None else \
-                min(self.horizon, below(ref.order))
+            if ref.journaled:
+                self._page_out(ref)
+                bound = below(ref.order)
+            else:  # it cannot leave RAM: it waits in the tail, behind what went to the index
+                self.tail.appendleft(ref)
+                bound = (ref.order[0], ref.order[1])
+            self.horizon = bound if self.horizon is None else min(self.horizon, bound)
 
     def page_out_head(self) -> None:
         """Send every journaled reference at the head back to the index (at open, after the
@@ -266,9 +269,15 @@ class Queue:
         the queue stops paging."""
         if self.horizon is None or self.reader is None:
             return
-        want = max(1, min(self.cache.budget.refill_size(), HEAD_MAX - len(self.ready)))
+        budget = self.cache.budget
+        want = max(1, min(budget.refill_size(), budget.head_max - len(self.ready)))
         rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
+        loaded = 0
         for msg, order, delivered in rows:
+            self.horizon = order
+            if msg.mid in self.delivering:  # in delivery (its head went back to the index)
+                continue
+            loaded += 1
             while self.tail and self.tail[0].order < order:
                 self.ready.append(self.tail.popleft())
             ref = MessageRef(msg, self, order, delivered, journaled=True)
@@ -277,9 +286,8 @@ class Queue:
             ref.in_queue = True
             self.ready.append(ref)
             self.cache.hold(msg)
-            self.horizon = order
-        self.on_disk -= len(rows)
-        self.cache.budget.paged_in += len(rows)
+        self.on_disk -= loaded
+        self.cache.budget.paged_in += loaded
         if len(rows) < want:  # the index has nothing more for this queue
             self.ready.extend(self.tail)
             self.tail = deque()
@@ -389,7 +397,8 @@ class Queue:
         for msg, order, delivered in rows:
             while tail and tail[0].order < order:
                 out.append(tail.pop(0))
-            out.append(MessageRef(msg, self, order, delivered, journaled=True))
+            if msg.mid not in self.delivering:
+                out.append(MessageRef(msg, self, order, delivered, journaled=True))
         if len(rows) < limit:
             out += tail
         return head + out

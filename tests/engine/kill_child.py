@@ -23,10 +23,10 @@ def say(line: str) -> None:
         sys.stdout.flush()
 
 
-def main(directory: str, start: int, seed: int) -> None:
+def main(directory: str, start: int, seed: int, budget: int) -> None:
     rng = random.Random(seed)
     broker = Broker.open(directory, journal_options=JournalOptions(segment_size=128 * 1024),
-                         checkpoint_records=500)
+                         checkpoint_records=500, memory_budget=budget)
     try:
         broker.create_address("a", {RoutingType.ANYCAST})
         broker.create_queue(QueueConfig("q", "a"))
@@ -66,4 +66,4 @@ def main(directory: str, start: int, seed: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))

@@ -1,5 +1,9 @@
 """kill -9 of a producing and consuming broker process at random moments, 50 cycles.
 
+Every other cycle the child runs with the smallest RAM budget, so its queue pages (a head of
+two references, the rest read back from the index); every tenth reopen finds the index deleted
+and rebuilds it; the index otherwise lags the journal by up to 500 records at the kill.
+
 Each cycle reopens the same store in a child that produces and consumes concurrently; the parent
 kills it with SIGKILL, reopens the store and checks: everything reported durably sent is present
 or was acked; no acked message returns; nothing is duplicated; messages delivered before come
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -36,9 +41,10 @@ def test_kill9_broker(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=ROOT)
     recovered_torn = 0
     for cycle in range(CYCLES):
+        budget = 4096 if cycle % 2 else 64 << 20
         child = subprocess.Popen([sys.executable, "-m", "tests.engine.kill_child", d,
-                                  str(start), str(cycle)], stdout=subprocess.PIPE, cwd=ROOT,
-                                 env=env)
+                                  str(start), str(cycle), str(budget)],
+                                 stdout=subprocess.PIPE, cwd=ROOT, env=env)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == b"ready"
         time.sleep(rng.uniform(0.02, 0.3))
@@ -63,8 +69,12 @@ def test_kill9_broker(tmp_path: Path) -> None:
             elif parts[0] == "A":
                 acked.add(k)
                 maybe.discard(k)
-        broker = Broker.open(d, journal_options=JournalOptions(segment_size=128 * 1024))
+        if cycle % 10 == 9:
+            shutil.rmtree(os.path.join(d, "index"))
+        broker = Broker.open(d, journal_options=JournalOptions(segment_size=128 * 1024),
+                             memory_budget=budget)
         try:
+            assert broker.recovery_report.rebuilt == (cycle % 10 == 9)
             recovered_torn += broker.recovery_report.journal.torn_bytes
             present = check_store(broker, "q", sent, acked, delivered, maybe)
         finally:

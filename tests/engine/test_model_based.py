@@ -76,11 +76,16 @@ class BrokerMachine(RuleBasedStateMachine):
         super().__init__()
         self.fs = SimulatedFileSystem()
         self.index = MemoryIndex()
-        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
-                                  checkpoint_records=40)
+        self.broker = self._open()
         setup(self.broker, True)
         self.model = Model()
         self._open_sessions()
+
+    BUDGET = 64 << 20  # the default: nothing pages at these sizes
+
+    def _open(self) -> Broker:
+        return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
+                           checkpoint_records=40, memory_budget=self.BUDGET)
 
     def _open_sessions(self) -> None:
         self.session = self.broker.session()
@@ -244,8 +249,7 @@ class BrokerMachine(RuleBasedStateMachine):
         # once in consumption order
         self._return(list(self.model.held))
         self.broker.close()
-        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
-                                  checkpoint_records=40)
+        self.broker = self._open()
         self._after_restart()
 
     @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16))
@@ -263,8 +267,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self._return(list(m.held))
         self.broker.close()
         self.fs, self.index = crashed, index
-        self.broker = Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
-                                  checkpoint_records=40)
+        self.broker = self._open()
         self._after_restart()
 
     def _after_restart(self) -> None:
@@ -307,3 +310,29 @@ BrokerMachine.TestCase.settings = settings(
     max_examples=200, stateful_step_count=80, deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 TestBrokerModel = BrokerMachine.TestCase
+
+
+class PagingBrokerMachine(BrokerMachine):
+    """The same rules and model with the smallest RAM budget: every durable queue keeps a
+    head of two references and reads the rest back from the index, so paging out, refills,
+    browsing past the head and index commits between them happen on most steps."""
+
+    BUDGET = 4096
+
+    @invariant()
+    def pages(self) -> None:
+        stats = self.broker.statistics().memory
+        assert stats.references <= 2 * 4 + len(self.model.held) + \
+            len(self.model.queues["lvq"]) + len(self.model.queues["t2"]) + \
+            sum(1 for q in ("a1", "a2", "t1", "ring") for i in self.model.queues[q]
+                if not i.durable), stats
+        if stats.paged_out:
+            event("paged out")
+        if stats.paged_in:
+            event("paged in")
+
+
+PagingBrokerMachine.TestCase.settings = settings(
+    max_examples=150, stateful_step_count=80, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+TestPagingBrokerModel = PagingBrokerMachine.TestCase
