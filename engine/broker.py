@@ -22,15 +22,16 @@ from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFaile
                            IllegalStateError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
 from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo,
-                          RoutingType, check_queue_config, now_ms, parse_routing_types)
+                          RoutingType, now_ms, parse_routing_types)
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
 from engine.restart import end_open_deliveries, end_recovered_deliveries
 from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
-                             checked_settings, resolve_queue_config)
+                             check_queue_config, checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
+from engine.policies import build_policies
 from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
                            MessageCache)
 from engine.queue import MessageRef, Queue
@@ -95,7 +96,7 @@ class Broker:
     def open(cls, directory: str, *, fs: Optional[FileSystem] = None,
              journal_options: Optional[JournalOptions] = None,
              index: Optional[IndexStore] = None,
-             checkpoint_records: int = 20_000,
+             checkpoint_records: int = 10_000,
              address_settings: Optional[Mapping[str, AddressSettings]] = None,
              wildcard_syntax: WildcardSyntax = DEFAULT_SYNTAX,
              clock: Optional[Callable[[], int]] = None,
@@ -196,7 +197,8 @@ class Broker:
 
     def new_queue(self, qid: int, config: QueueConfig) -> Queue:
         """A runtime queue sharing this broker's RAM budget (not attached yet)."""
-        return Queue(qid, config, self.cache, self.reader if config.durable else None)
+        return Queue(qid, config, self.cache, self.reader if config.durable else None,
+                     build_policies(config))
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -366,7 +368,6 @@ class Broker:
             QueueNotFoundError. InvalidArgumentError: ring_size not an int in -1..2**63-1.
         """
         check_int("ring_size", ring_size, -1, TIME_MAX)
-        from engine.policies import build_policies
         with self.lock:
             self.check_open()
             q = self.find_queue(queue)

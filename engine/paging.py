@@ -21,12 +21,32 @@ from engine.model import Message
 from recovery import IndexInvalidError, StoreImage
 
 DEFAULT_BUDGET = 64 << 20  # bytes
-REF_BYTES = 200            # a MessageRef and its place in a deque
-MESSAGE_BYTES = 400        # a StoredMessage with an empty properties dict
+REF_BYTES = 300            # a MessageRef, its place in a deque, its cache entry
+MESSAGE_BYTES = 500        # a StoredMessage with an empty properties dict
 MIN_HEAD = 16              # references a paging queue always may hold in RAM
-HEAD_MAX = 4096            # references a queue's head holds at most (seed 003's QueueArea)
+HEAD_MAX = 256             # references a queue's head holds at most (seed 003's QueueArea)
 REFILL = 256               # references read from the index per refill, budget allowing
 MIN_BUDGET = 4096          # bytes; a budget this small makes every durable queue page
+
+
+def _load_trim() -> Optional[Callable[[int], int]]:
+    try:
+        import ctypes
+        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_TRIM = _load_trim()
+
+
+def give_back_memory() -> None:
+    """Return freed heap memory to the OS (glibc's ``malloc_trim``; nothing elsewhere). Called
+    after each index commit: the overlay of changes it wrote, their encodings and LMDB's dirty
+    pages were freed, but glibc keeps such memory mapped, so RSS would stay at the high-water
+    mark of the largest commit instead of following the budget."""
+    if _TRIM is not None:
+        _TRIM(0)
 
 
 def message_bytes(properties: Dict[str, Any], body: Optional[bytes]) -> int:

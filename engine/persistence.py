@@ -18,6 +18,7 @@ from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from journal import Journal, Location, Ticket
+from engine.paging import give_back_memory
 from recovery import IndexStore, StoreImage, write_index
 from recovery.errors import IndexInvalidError
 from recovery.schema import RecordKind
@@ -125,6 +126,7 @@ class Persistence:
         lsn = self.journal.next_lsn - 1
         self.image.last_lsn = max(self.image.last_lsn, lsn)
         write_index(self.index, self.image, self.journal, extras or {})
+        give_back_memory()
         self.journal.liveness.horizon = lsn
         self.journal.liveness.reclaim()
         self.since_checkpoint = 0

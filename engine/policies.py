@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from recovery.schema import AckReason
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.queue import MessageRef, Queue
+    from engine.queue import MessageRef, Queue  # for type hints only (no import at run time)
 
 Removal = Tuple["MessageRef", str]
 

@@ -103,12 +103,13 @@ class Queue:
             every journaled ready reference is.
         delivering: references handed out and not yet settled, by message id.
         consumers: open consumers. waiters: consumers blocked in receive, longest first.
-        policies: composed ``QueuePolicy`` objects, applied in order.
+        policies: composed ``QueuePolicy`` objects, applied in order (``engine.policies``
+            builds them from the configuration).
     """
 
     def __init__(self, qid: int, config: QueueConfig, cache: MessageCache,
-                 reader: Optional[IndexReader] = None) -> None:
-        from engine.policies import build_policies
+                 reader: Optional[IndexReader] = None,
+                 policies: Sequence["QueuePolicy"] = ()) -> None:
         self.id = qid
         self.config = config
         self.cache = cache
@@ -120,7 +121,7 @@ class Queue:
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
         self.waiters: Deque[Any] = deque()
-        self.policies: List[QueuePolicy] = build_policies(config)
+        self.policies: List[QueuePolicy] = list(policies)
         self.added = 0
         self.acknowledged = 0
         self.killed = 0

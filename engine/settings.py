@@ -211,3 +211,30 @@ def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueCo
                    if config.non_destructive is None else config.non_destructive,
                    exclusive=st.default_exclusive_queue if config.exclusive is None
                    else config.exclusive)
+
+
+def check_queue_config(config: QueueConfig) -> None:
+    """Validate a queue configuration.
+
+    Raises:
+        InvalidNameError: bad names. InvalidArgumentError: a value of the wrong type or out of
+            range (max_consumers -1 or 1..2**63-1, ring_size -1..2**63-1, flags bools,
+            last_value_key a non-empty str).
+    """
+    check_name(config.name)
+    check_name(config.address)
+    if not isinstance(config.routing_type, RoutingType):
+        raise InvalidArgumentError("routing_type", f"{config.routing_type!r} is not "
+                                                   f"RoutingType.ANYCAST or MULTICAST")
+    if check_int("max_consumers", config.max_consumers, -1, TIME_MAX) == 0:
+        raise InvalidArgumentError("max_consumers", "-1 (no limit) or at least 1")
+    if config.ring_size is not None:
+        check_int("ring_size", config.ring_size, -1, TIME_MAX)
+    for name in ("durable", "auto_created", "last_value"):
+        check_bool(name, getattr(config, name))
+    for name in ("exclusive", "non_destructive"):
+        if getattr(config, name) is not None:
+            check_bool(name, getattr(config, name))
+    if config.last_value_key is not None and not check_text("last_value_key",
+                                                            config.last_value_key):
+        raise InvalidArgumentError("last_value_key", "a non-empty property name is needed")

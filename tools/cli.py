@@ -92,10 +92,13 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
         raise click.BadParameter("sizes are whole numbers separated by commas") from None
     with console.status("measuring...") as status:
         rows = run(wanted, directory, lambda m: status.update(m))
-    t = Table(title="1 KiB durable messages, default 64 MiB budget (one run, same disk)")
-    for col in ("backlog", "queues", "fill msg/s", "RSS MB", "peak MB", "draining MB",
-                "reopen s", "send/empty", "recv+ack/empty", "rebuild/plain"):
-        t.add_column(col, justify="right")
+    t = Table(title="1 KiB durable messages, default 64 MiB budget (one run, same disk)",
+              caption="RSS, peak, drain: MB after filling, peak while filling, most while "
+                      "draining; send x, recv x: rates on the backlog / on an empty queue; "
+                      "rebuild x: index rebuild / plain read+CRC+unpack loop")
+    for col in ("backlog", "q", "fill/s", "RSS", "peak", "drain", "reopen s", "send x",
+                "recv x", "rebuild x"):
+        t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         rb = "" if r.rebuild is None else \
             f"{r.rebuild['rebuild_rate'] / r.rebuild['plain_rate']:.2f}"

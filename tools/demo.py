@@ -2,7 +2,8 @@
 
 It replays the 336,776 New York flights of 2013 as durable messages, in scheduled-departure
 order, to the multicast address ``flights``, whose work queue ``flights.ops`` is consumed and
-acked by worker threads. The producing child is killed with SIGKILL midway; the store is
+acked by worker threads. The broker runs with a 16 MiB RAM budget, so the work queue's backlog
+pages: it stays in the index and is read back in order as the workers drain it. The producing child is killed with SIGKILL midway; the store is
 reopened (recovery), checked (nothing the child reported durable is lost, nothing duplicated),
 and the job resumes from where the durable record says and finishes. A report follows.
 """
@@ -10,6 +11,7 @@ and the job resumes from where the durable record says and finishes. A report fo
 from __future__ import annotations
 
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -72,6 +74,8 @@ class DemoResult:
     directory: str
     counts: Dict[str, tuple] = field(default_factory=dict)
     board: List[Dict[str, str]] = field(default_factory=list)
+    memory: object = None
+    peak_rss_mb: float = 0.0
 
 
 def _parse(line: str, tally: Tally) -> None:
@@ -129,7 +133,7 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
         tally = _phase1(directory, total, workers, batch, limit, kill_at, progress)
         phase1_s = time.monotonic() - tally.started
         t1 = time.monotonic()
-        broker = Broker.open(directory)
+        broker = Broker.open(directory, memory_budget=demo_job.MEMORY_BUDGET)
         recovery_s = time.monotonic() - t1
         with broker.session() as s:
             present_list = [int(m.message.properties["seq"])
@@ -159,6 +163,7 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
             board = [dict(m.message.properties) for m in s.create_browser(demo_job.BOARD_QUEUE)]
         segments = [(s.sequence, s.count, s.live_count, s.end)
                     for s in broker.persistence.journal.segments()]
+        memory = broker.statistics().memory
         broker.close()
     acked_for_sure = tally.acked | phase2.acked | ((tally.acking - tally.acked) - present)
     missing = [q for q in range(total) if q not in acked_for_sure]
@@ -169,12 +174,15 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
               "every flight acked": not missing and info.message_count == 0,
               "queue drained": info.message_count == 0,
               "departure board holds the last 50 flights":
-                  [int(b["seq"]) for b in board] == list(range(max(0, total - 50), total))}
+                  [int(b["seq"]) for b in board] == list(range(max(0, total - 50), total)),
+              "the work queue's backlog paged (out to the index and read back)":
+                  memory.paged_out > 0 and memory.paged_in > 0}
     for name, (got, want) in counts.items():
         checks[f"{name}: {got:,} messages = {want:,} computed from the data"] = got == want
     return DemoResult(total, tally.sent_max + 1, phase1_s, broker.recovery_report, recovery_s,
                       resume, phase2_s, lost, duplicates, missing, checks, segments,
-                      os.path.abspath(directory), counts, board)
+                      os.path.abspath(directory), counts, board, memory,
+                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3)
 
 
 def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, tuple]:
@@ -210,6 +218,12 @@ def print_report(result: DemoResult, console: Console) -> None:
     sizes = ", ".join(f"#{seq}: {count:,} records, {end / 1e6:.1f} MB"
                       for seq, count, _live, end in r.segments)
     t.add_row("journal segments", f"{len(r.segments)} ({sizes})")
+    mem = r.memory
+    t.add_row("RAM budget (phase 2)", f"{mem.budget / 2**20:.0f} MiB; peak charged "  # type: ignore[attr-defined]
+              f"{mem.peak / 2**20:.1f} MiB; {mem.paged_out:,} references paged out to the "  # type: ignore[attr-defined]
+              f"index, {mem.paged_in:,} read back")  # type: ignore[attr-defined]
+    t.add_row("peak RSS of this process", f"{r.peak_rss_mb:,.0f} MB (the flights data itself "
+              f"included)")
     t.add_row("store", r.directory)
     console.print(t)
     board = Table(title=f"departure board ({demo_job.BOARD_QUEUE}, ring-size "

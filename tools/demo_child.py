@@ -23,7 +23,7 @@ def _event(kind: str, value: object) -> None:
 
 def main(directory: str, start: int, workers: int, batch: int, limit: int) -> None:
     flights = load_flights(limit)
-    broker = Broker.open(directory)
+    broker = Broker.open(directory, memory_budget=demo_job.MEMORY_BUDGET)
     demo_job.ensure_topology(broker)
     print("ready", flush=True)
     demo_job.run(broker, flights, start, workers, batch, _event, load_weather())

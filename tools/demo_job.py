@@ -24,6 +24,7 @@ PLANES_QUEUE = "flights.planes"  # last value per tail number, non-destructive
 WEATHER = "weather"
 WEATHER_QUEUE = "weather.airports"  # last value per origin, non-destructive
 BOARD_SIZE = 50
+MEMORY_BUDGET = 16 << 20  # bytes: small enough that the work queue's backlog pages
 Event = Callable[[str, object], None]
 
 
