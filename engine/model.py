@@ -12,7 +12,7 @@ from typing import Any, Dict, Iterable, Mapping, Optional, Set, Tuple
 
 from engine.errors import InvalidArgumentError
 from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
-                           check_text, packed_properties)
+                           packed_properties)
 
 
 class RoutingType(str, enum.Enum):

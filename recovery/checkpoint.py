@@ -31,7 +31,8 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from journal import Location, SegmentSummary
 from recovery.errors import IndexInvalidError
-from recovery.image import AddressImage, ID, PAIR, QueueImage, StoreImage
+from recovery.entries import ID, PAIR, AddressImage, QueueImage
+from recovery.image import StoreImage
 from recovery.indexstore import TABLES, Changes
 from recovery.tables import pack_value, unpack_value
 

@@ -1,0 +1,149 @@
+"""The image's entries and where they live in the index: addresses, queues, messages,
+references and TX records as values, their keys, their encodings, and ``ImageTables``, the large
+tables of one image over an index store (``recovery.tables``). Layouts: ``recovery.checkpoint``.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Tuple
+
+from journal import Location
+from recovery.tables import OrderedTable, Table
+
+Order = Tuple[int, int]  # (LSN of the record that added the reference, slot in that record)
+
+ID = struct.Struct(">Q")
+PAIR = struct.Struct(">QQ")
+TRIPLE = struct.Struct(">QQQ")
+
+
+@dataclass
+class AddressImage:
+    """A durable address: id, name, routing types ("anycast"/"multicast"), auto-created flag."""
+
+    id: int
+    name: str
+    routing_types: Tuple[str, ...]
+    auto_created: bool
+    location: Location
+
+
+@dataclass
+class RefImage:
+    """A message reference on a durable queue: message id, order key, delivery count (times it
+    was handed to a consumer), the DELIVERY record holding that count, and whether that record
+    left it in delivery (handed out, not settled nor returned)."""
+
+    mid: int
+    order: Order
+    delivery_count: int = 0
+    delivery_location: Optional[Location] = None
+    in_delivery: bool = False
+
+
+@dataclass
+class QueueImage:
+    """A durable queue, its configuration, and how many references it holds (``count``)."""
+
+    id: int
+    name: str
+    address: str
+    routing_type: str
+    config: Dict[str, Any]
+    location: Location
+    update_location: Optional[Location] = None
+    count: int = 0
+
+
+@dataclass
+class MessageImage:
+    """A durable message: where its body is (record location; ``slot`` >= 0 inside a TX record),
+    its metadata, and how many references it still has."""
+
+    mid: int
+    address: str
+    location: Location
+    slot: int
+    properties: Dict[str, Any]
+    timestamp: int
+    expiration: int
+    priority: int
+    body_size: int
+    refcount: int
+
+
+@dataclass
+class TxImage:
+    """A TX record still needed: messages of it still referenced, and what its acks cancel."""
+
+    remaining: int
+    ack_targets: List[Location]
+
+
+def _loc(loc: Optional[Location]) -> Optional[List[int]]:
+    return None if loc is None else list(loc)
+
+
+def _unloc(raw: Optional[List[int]]) -> Optional[Location]:
+    return None if raw is None else Location(*raw)
+
+
+def _enc_msg(m: MessageImage) -> List[Any]:
+    return [m.mid, m.address, list(m.location), m.slot, m.properties, m.timestamp,
+            m.expiration, m.priority, m.body_size, m.refcount]
+
+
+def _dec_msg(v: List[Any]) -> MessageImage:
+    mid, addr, loc, slot, props, ts, exp, prio, size, refs = v
+    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs)
+
+
+def _enc_ref(r: RefImage) -> List[Any]:
+    return [r.mid, r.order[0], r.order[1], r.delivery_count, _loc(r.delivery_location),
+            r.in_delivery]
+
+
+def _dec_ref(v: List[Any]) -> RefImage:
+    mid, lsn, slot, count, dloc, busy = v
+    return RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
+
+
+def _enc_tx(t: TxImage) -> List[Any]:
+    return [t.remaining, [list(x) for x in t.ack_targets]]
+
+
+def _dec_tx(v: List[Any]) -> TxImage:
+    return TxImage(v[0], [Location(*x) for x in v[1]])
+
+
+def ref_key(qid: int, mid: int) -> bytes:
+    """Key of a reference in the ``ref`` and ``busy`` tables."""
+    return PAIR.pack(qid, mid)
+
+
+def order_key(qid: int, order: Order) -> bytes:
+    """Key of a reference in its queue's order (the ``qref`` table)."""
+    return TRIPLE.pack(qid, order[0], order[1])
+
+
+def tx_key(loc: Location) -> bytes:
+    """Key of a TX record entry (segment, offset)."""
+    return PAIR.pack(loc.segment, loc.offset)
+
+
+class ImageTables:
+    """The image's large tables over one index store (``recovery.index.IndexStore``)."""
+
+    def __init__(self, store: Any, counts: Optional[Mapping[str, int]] = None) -> None:
+        counts = counts or {}
+        self.msg = Table(store, "msg", _enc_msg, _dec_msg, counts.get("msg", 0))
+        self.ref = Table(store, "ref", _enc_ref, _dec_ref, counts.get("ref", 0))
+        self.qref = OrderedTable(store, "qref", count=counts.get("qref", 0))
+        self.busy = Table(store, "busy", count=counts.get("busy", 0))
+        self.tx = Table(store, "tx", _enc_tx, _dec_tx, counts.get("tx", 0))
+
+    def all(self) -> List[Table]:
+        """Every table, in a fixed order."""
+        return [self.msg, self.ref, self.qref, self.busy, self.tx]
