@@ -229,18 +229,41 @@ class Liveness:
 
     def restore_state(self, state: Dict[str, Any]) -> None:
         """Re-apply exported dead marks and pins (records in segments that are gone are
-        skipped; a tombstone whose targets are all gone is dead)."""
-        with self._j._lock:
+        skipped; a tombstone whose targets are all gone is dead). In one pass under the lock;
+        afterwards only what differs from ``state`` counts as changed for ``export_changes``
+        (entries of segments now gone, pins that ended), so the next index commit does not
+        write the restored state back."""
+        j = self._j
+        with j._lock:
+            segments = j._segments
+            gone_segments = set()
             for seq, entries in state.get("dead", {}).items():
-                if int(seq) not in self._j._segments:
+                seq = int(seq)
+                if seq not in segments:
+                    gone_segments.add(seq)
                     continue
                 for off, length in entries:
-                    self._kill(Location(int(seq), off, length))
-            pins = [(Location(*tomb), [Location(*t) for t in targets])
-                    for tomb, targets in state.get("pins", [])]
-        for tomb, targets in pins:
-            if tomb.segment in self._j._segments:
-                self.mark_dead_after(tomb, targets)
+                    self._kill(Location(seq, off, length))
+            restored = []
+            for tomb_raw, targets_raw in state.get("pins", []):
+                tomb = Location(*tomb_raw)
+                restored.append(tomb)
+                if tomb.segment not in segments:
+                    continue
+                waiting = {t for t in (Location(*x) for x in targets_raw)
+                           if self._still_pins(tomb, t)}
+                if not waiting:
+                    self._kill(tomb)
+                    gone_segments.add(tomb.segment)  # its dead mark is new: written back
+                    continue
+                self.pins[tomb] = waiting
+                for t in waiting:
+                    self.by_target.setdefault(t, set()).add(tomb)
+                    self.targets_in.setdefault(t.segment, set()).add(t)
+            self.changed_segments = gone_segments
+            self.changed_pins = {t for t in restored if t not in self.pins}
+        if not self.deferred:
+            self.reclaim()
 
     def reset(self) -> None:
         """Forget every dead mark and pin (before a full replay recomputes them)."""
