@@ -10,7 +10,7 @@ multicast message is stored once and referenced from every queue it was routed t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
 
 from engine.model import QueueConfig, QueueInfo, RoutingType
 from engine.paging import IndexReader, MessageCache, StoredMessage
@@ -191,10 +191,14 @@ class Queue:
         return removals
 
     def _join(self, ref: MessageRef) -> None:
+        self._enter(ref, self.ready if self.horizon is None else self.tail)
+
+    def _enter(self, ref: MessageRef, into: Deque[MessageRef]) -> None:
+        """A reference comes into RAM on ``into``: arrival number, held in the cache."""
         self.mem_seq += 1
         ref.seq = self.mem_seq
         ref.in_queue = True
-        (self.ready if self.horizon is None else self.tail).append(ref)
+        into.append(ref)
         self.cache.hold(ref.msg)
 
     def _take_off(self, removals: List[Tuple[MessageRef, str]]
@@ -274,19 +278,14 @@ class Queue:
         want = max(1, min(budget.refill_size(), budget.head_max - len(self.ready)))
         rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
         loaded = 0
-        for msg, order, delivered in rows:
-            self.horizon = order
-            if msg.mid in self.delivering:  # in delivery (its head went back to the index)
-                continue
-            loaded += 1
-            while self.tail and self.tail[0].order < order:
-                self.ready.append(self.tail.popleft())
-            ref = MessageRef(msg, self, order, delivered, journaled=True)
-            self.mem_seq += 1
-            ref.seq = self.mem_seq
-            ref.in_queue = True
-            self.ready.append(ref)
-            self.cache.hold(msg)
+        for ref, from_index in self._merged(rows, self.tail):
+            if from_index:
+                self._enter(ref, self.ready)
+                loaded += 1
+            else:
+                self.ready.append(ref)
+        if rows:
+            self.horizon = rows[-1][1]
         self.on_disk -= loaded
         self.cache.budget.paged_in += loaded
         if len(rows) < want:  # the index has nothing more for this queue
@@ -393,16 +392,22 @@ class Queue:
             return head + list(self.tail) if after is None else []
         start = self.horizon if after is None or after < self.horizon else after
         rows = self.reader.read(self.id, (start[0], start[1]), limit)
-        tail = [r for r in self.tail if after is None or r.order > after]
-        out: List[MessageRef] = []
-        for msg, order, delivered in rows:
-            while tail and tail[0].order < order:
-                out.append(tail.pop(0))
-            if msg.mid not in self.delivering:
-                out.append(MessageRef(msg, self, order, delivered, journaled=True))
+        tail = deque(r for r in self.tail if after is None or r.order > after)
+        out = [ref for ref, _from_index in self._merged(rows, tail)]
         if len(rows) < limit:
             out += tail
         return head + out
+
+    def _merged(self, rows: List[Tuple[StoredMessage, Order, int]], tail: Deque[MessageRef]
+                ) -> Iterator[Tuple[MessageRef, bool]]:
+        """References read from the index (new objects, flagged True) merged in order with
+        those of ``tail`` that come before each (taken off ``tail``); a reference in delivery
+        is left out (its head went back to the index while it was handed out)."""
+        for msg, order, delivered in rows:
+            while tail and tail[0].order < order:
+                yield tail.popleft(), False
+            if msg.mid not in self.delivering:
+                yield MessageRef(msg, self, order, delivered, journaled=True), True
 
     def info(self) -> QueueInfo:
         """The management view."""

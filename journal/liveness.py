@@ -54,17 +54,23 @@ class Liveness:
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
         """See ``Journal.mark_dead_after``."""
         with self._j._lock:
-            waiting = {t for t in targets if self._still_pins(location, t)}
-            if waiting:
-                self.pins[location] = waiting
+            if self._pin(location, targets):
                 self.changed_pins.add(location)
-                for t in waiting:
-                    self.by_target.setdefault(t, set()).add(location)
-                    self.targets_in.setdefault(t.segment, set()).add(t)
-            else:
-                self._kill(location)
         if not self.deferred:
             self.reclaim()
+
+    def _pin(self, tomb: Location, targets: Iterable[Location]) -> bool:
+        """Keep ``tomb`` live while any of ``targets`` still needs it; kill it when none
+        does. Returns whether it pins (lock held)."""
+        waiting = {t for t in targets if self._still_pins(tomb, t)}
+        if not waiting:
+            self._kill(tomb)
+            return False
+        self.pins[tomb] = waiting
+        for t in waiting:
+            self.by_target.setdefault(t, set()).add(tomb)
+            self.targets_in.setdefault(t.segment, set()).add(t)
+        return True
 
     def _still_pins(self, tomb: Location, target: Location) -> bool:
         info = self._j._segments.get(target.segment)
@@ -250,16 +256,8 @@ class Liveness:
                 restored.append(tomb)
                 if tomb.segment not in segments:
                     continue
-                waiting = {t for t in (Location(*x) for x in targets_raw)
-                           if self._still_pins(tomb, t)}
-                if not waiting:
-                    self._kill(tomb)
+                if not self._pin(tomb, (Location(*x) for x in targets_raw)):
                     gone_segments.add(tomb.segment)  # its dead mark is new: written back
-                    continue
-                self.pins[tomb] = waiting
-                for t in waiting:
-                    self.by_target.setdefault(t, set()).add(tomb)
-                    self.targets_in.setdefault(t.segment, set()).add(t)
             self.changed_segments = gone_segments
             self.changed_pins = {t for t in restored if t not in self.pins}
         if not self.deferred:

@@ -148,10 +148,9 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
             k = ID.pack(key)
             out["addr"][k] = None if a is None else pack_value(
                 k, [a.name, list(a.routing_types), a.auto_created, list(a.location)])
-        elif kind == "queue":
-            q = image.queues.get(key)
-            k = ID.pack(key)
-            out["queue"][k] = None if q is None else pack_value(k, _queue_value(q))
+        elif kind == "queue":  # a live queue is written below: only deletions here
+            if key not in image.queues:
+                out["queue"][ID.pack(key)] = None
         else:
             k = key.encode("utf-8")
             entry = image.settings.get(key)

@@ -23,6 +23,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol, Seque
 from journal import Location
 from recovery.entries import (ID, PAIR, AddressImage, ImageTables, MessageImage, Order,
                               QueueImage, RefImage, TxImage, order_key, ref_key, tx_key)
+from recovery.errors import IndexInvalidError
 from recovery.indexstore import MemoryIndex
 from recovery.schema import RecordKind
 
@@ -92,6 +93,12 @@ class StoreImage:
                 self.seglive[loc.segment] = n
             else:
                 self.seglive.pop(loc.segment, None)
+
+    def _superseded(self, loc: Optional[Location], sink: LivenessSink) -> None:
+        """A record the image held is no longer needed: not held, and dead for the journal."""
+        if loc is not None:
+            self._drop(loc)
+            sink.mark_dead([loc])
 
     # -- reading ------------------------------------------------------------------------------
     def message(self, mid: int) -> Optional[MessageImage]:
@@ -189,9 +196,8 @@ class StoreImage:
             if gone is None:
                 sink.mark_dead([location])
             else:
-                self._drop(gone.location)
                 self.dirty.add(("addr", gone.id))
-                sink.mark_dead([gone.location])
+                self._superseded(gone.location, sink)
                 sink.mark_dead_after(location, [gone.location])
         else:
             sink.mark_dead([location])
@@ -202,9 +208,7 @@ class StoreImage:
         if queue is None:
             sink.mark_dead([location])
             return
-        if queue.update_location is not None:
-            self._drop(queue.update_location)
-            sink.mark_dead([queue.update_location])
+        self._superseded(queue.update_location, sink)
         queue.config = dict(p.get("cfg") or {})
         queue.update_location = location
         self._hold(location)
@@ -215,16 +219,13 @@ class StoreImage:
         old = self.settings.pop(match, None)
         self.dirty.add(("settings", match))
         if old is not None:
-            self._drop(old[1])
+            self._superseded(old[1], sink)
         if p.get("settings") is None:  # a removal: a tombstone for the entry it removes
             if old is None:
                 sink.mark_dead([location])
             else:
-                sink.mark_dead([old[1]])
                 sink.mark_dead_after(location, [old[1]])
             return
-        if old is not None:
-            sink.mark_dead([old[1]])
         self.settings[match] = (dict(p["settings"]), location)
         self._hold(location)
 
@@ -260,7 +261,9 @@ class StoreImage:
         if ref is None or queue is None:
             return None
         msg = self.message(mid)
-        assert msg is not None
+        if msg is None:
+            raise IndexInvalidError(f"queue {qid} has a reference to message {mid}, which "
+                                    f"the index does not hold")
         self._remove_ref(queue, ref, sink)
         self._release_msg(msg, sink)
         return msg.location
@@ -271,9 +274,7 @@ class StoreImage:
         t.qref.delete(order_key(queue.id, ref.order))
         if ref.in_delivery:
             t.busy.delete(ref_key(queue.id, ref.mid))
-        if ref.delivery_location is not None:
-            self._drop(ref.delivery_location)
-            sink.mark_dead([ref.delivery_location])
+        self._superseded(ref.delivery_location, sink)
         queue.count -= 1
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
@@ -307,9 +308,7 @@ class StoreImage:
         if ref is None:
             sink.mark_dead([location])
             return
-        if ref.delivery_location is not None:
-            self._drop(ref.delivery_location)
-            sink.mark_dead([ref.delivery_location])
+        self._superseded(ref.delivery_location, sink)
         busy = not p.get("r", False)
         key = ref_key(qid, mid)
         if busy and not ref.in_delivery:
@@ -352,16 +351,13 @@ class StoreImage:
             sink.mark_dead([location])
             return
         self.dirty.add(("queue", qid))
-        for ref in list(self.refs(qid)):
+        for ref in self.refs(qid):  # read in chunks after the last one: deleting is safe
             msg = self.message(ref.mid)
             self._remove_ref(queue, ref, sink)
             if msg is not None:
                 self._release_msg(msg, sink)
-        for loc in (queue.update_location, queue.location):
-            self._drop(loc)
-        if queue.update_location is not None:
-            sink.mark_dead([queue.update_location])
-        sink.mark_dead([queue.location])
+        self._superseded(queue.update_location, sink)
+        self._superseded(queue.location, sink)
         sink.mark_dead_after(location, [queue.location])
 
     # -- queries and maintenance --------------------------------------------------------------
