@@ -6,15 +6,17 @@
 
 from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
-from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           EngineError, IllegalStateError, InvalidNameError, QueueNotFoundError,
-                           ResourceLimitError, RoutingTypeError)
+from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
+                           BrokerFailedError, EngineError, IllegalStateError, InvalidNameError,
+                           QueueNotFoundError, ResourceLimitError, RoutingTypeError)
 from engine.model import AddressInfo, Message, QueueConfig, QueueInfo, ReceivedMessage, RoutingType
 from engine.session import Browser, Consumer, Delivery, Session
+from engine.settings import AddressFullPolicy, AddressSettings
 
 __all__ = [
-    "AddressInfo", "AddressNotFoundError", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker", "BrokerFailedError",
-    "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError", "InvalidNameError",
-    "Message", "QueueConfig", "QueueInfo", "QueueNotFoundError", "ReceivedMessage",
-    "ResourceLimitError", "RoutingType", "RoutingTypeError", "Session",
+    "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
+    "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
+    "BrokerFailedError", "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError",
+    "InvalidNameError", "Message", "QueueConfig", "QueueInfo", "QueueNotFoundError",
+    "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError", "Session",
 ]

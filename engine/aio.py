@@ -9,9 +9,11 @@ makes a message available.
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Optional, Sequence
 
 from engine.broker import Broker
+from engine.addressfull import deadline_of, timed_out
 from engine.errors import BrokerFailedError
 from engine.model import Message
 from engine.queue import MessageRef
@@ -105,13 +107,49 @@ class AsyncSession:
     def __init__(self, session: Session) -> None:
         self.session = session
 
-    async def send(self, destination: str, message: Message) -> None:
-        """Send one message; returns when it is durable."""
-        await _wait(self.session.broker, self.session._send_begin(destination, [message]))
+    async def send(self, destination: str, message: Message,
+                   timeout: Optional[float] = None) -> None:
+        """Send one message; returns when it is durable. On a full BLOCK address it awaits
+        room (``timeout`` seconds; ``None``: as long as it takes) without blocking the loop.
 
-    async def send_many(self, destination: str, messages: Sequence[Message]) -> None:
-        """Send messages with one wait."""
-        await _wait(self.session.broker, self.session._send_begin(destination, messages))
+        Raises:
+            As ``Session.send``.
+        """
+        await self.send_many(destination, [message], timeout)
+
+    async def send_many(self, destination: str, messages: Sequence[Message],
+                        timeout: Optional[float] = None) -> None:
+        """Send messages with one wait (``Session.send_many``; BLOCK awaits room).
+
+        Raises:
+            As ``Session.send_many``.
+        """
+        s = self.session
+        broker = s.broker
+        dest, pending = s._prepared(destination, messages)
+        deadline = deadline_of(check_timeout(timeout))
+        loop = asyncio.get_running_loop()
+        ticket = None
+        while True:
+            with broker.lock:
+                got, pending = s._send_some(dest, pending)
+                room = broker.room.future(loop) if pending else None
+            ticket = got or ticket
+            if room is None:
+                break
+            left = None if deadline is None else deadline - time.monotonic()
+            try:
+                if left is not None and left <= 0:
+                    raise asyncio.TimeoutError
+                await asyncio.wait_for(room, left)
+            except asyncio.TimeoutError:
+                with broker.lock:
+                    got, pending = s._send_some(dest, pending)
+                ticket = got or ticket
+                break
+        await _wait(broker, ticket)
+        if pending:
+            raise timed_out(dest.address, len(pending), len(messages), timeout)
 
     def create_consumer(self, queue: str, window: int = 1000) -> AsyncConsumer:
         """An ``AsyncConsumer`` on a queue or FQQN."""

@@ -15,8 +15,8 @@ only spread one lock's invariants over several modules.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from dataclasses import replace
+from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
                            IllegalStateError, QueueNotFoundError, ResourceLimitError,
@@ -32,31 +32,15 @@ from engine.settings import (AddressSettings, SettingsRepository, check_match,
 from engine.values import TIME_MAX, check_bool, check_int
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.policies import build_policies
+from engine.address import Address
+from engine.addressfull import UNLIMITED, AddressSizes, Room
 from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
-                           MessageCache)
+                           MessageCache, StoredMessage)
 from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import IndexInvalidError, IndexStore, RecoveryReport, StoreImage
+from recovery import IndexInvalidError, IndexStore, MessageImage, RecoveryReport, StoreImage
 from recovery import schema
 from recovery.schema import RecordKind
-
-
-@dataclass
-class Address:
-    """A runtime address: id, name, routing types, queues by name, round-robin cursor."""
-
-    id: int
-    name: str
-    routing_types: Set[RoutingType]
-    auto_created: bool = False
-    durable: bool = True
-    queues: Dict[str, Queue] = field(default_factory=dict)
-    cursor: int = 0
-
-    def info(self) -> AddressInfo:
-        """The management view."""
-        return AddressInfo(self.name, tuple(sorted(self.routing_types, key=lambda r: r.value)),
-                           tuple(self.queues), self.auto_created)
 
 
 class Broker:
@@ -68,13 +52,17 @@ class Broker:
     def __init__(self, persistence: Persistence, report: RecoveryReport,
                  syntax: WildcardSyntax = DEFAULT_SYNTAX,
                  clock: Optional[Callable[[], int]] = None,
-                 memory_budget: int = DEFAULT_BUDGET) -> None:
+                 memory_budget: int = DEFAULT_BUDGET,
+                 global_max_size: int = UNLIMITED) -> None:
         self._p = persistence
         self.budget = MemoryBudget(memory_budget)
-        self.cache = MessageCache(self.budget)
+        self.sizes = AddressSizes(persistence.image, global_max_size)
+        self.cache = MessageCache(self.budget, self._transient_gone)
+        persistence.image.released = self._image_released
         self.reader = IndexReader(persistence.image, self.cache, self._index_damaged)
         self.recovery_report = report
         self.lock = threading.RLock()
+        self.room = Room(self.lock)
         self.settings = SettingsRepository(syntax)
         self._clock = clock or now_ms
         self.addresses: Dict[str, Address] = {}
@@ -103,7 +91,8 @@ class Broker:
              expiry_scan_ms: int = 30_000,
              verify_journal: bool = False,
              rebuild_index: bool = False,
-             memory_budget: int = DEFAULT_BUDGET) -> "Broker":
+             memory_budget: int = DEFAULT_BUDGET,
+             global_max_size: int = UNLIMITED) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -130,6 +119,9 @@ class Broker:
                 of fixed size). A durable queue's backlog beyond its head stays in the index
                 and is read back in order as the head drains; at least 4096 (a budget that
                 small makes every durable queue page).
+            global_max_size: bytes of message bodies all addresses may hold together (-1:
+                no such limit); once reached, every address applies its
+                ``address_full_policy`` (Artemis ``global-max-size``).
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -148,6 +140,7 @@ class Broker:
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
         check_int("memory_budget", memory_budget, MIN_BUDGET, TIME_MAX)
+        check_int("global_max_size", global_max_size, UNLIMITED, TIME_MAX)
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
@@ -155,7 +148,8 @@ class Broker:
         rec = storage.recovered
         try:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
-            broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget)
+            broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget,
+                         global_max_size)
             broker._storage = storage
             end_recovered_deliveries(broker, rec.image)
             for match, values in entries.items():
@@ -174,7 +168,8 @@ class Broker:
                             address_settings=address_settings,
                             wildcard_syntax=wildcard_syntax, clock=clock,
                             expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
-                            rebuild_index=True, memory_budget=memory_budget)
+                            rebuild_index=True, memory_budget=memory_budget,
+                            global_max_size=global_max_size)
         except BaseException:
             storage.release()
             raise
@@ -197,8 +192,13 @@ class Broker:
 
     def new_queue(self, qid: int, config: QueueConfig) -> Queue:
         """A runtime queue sharing this broker's RAM budget (not attached yet)."""
+        image = self._p.image
+
+        def page_start() -> Optional[Tuple[int, ...]]:
+            state = image.ledger.pages.get(config.address)
+            return None if state is None else state.start
         return Queue(qid, config, self.cache, self.reader if config.durable else None,
-                     build_policies(config))
+                     build_policies(config), page_start)
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -280,8 +280,10 @@ class Broker:
         raise BrokerFailedError(exc) from exc
 
     def write(self, records: List[tuple]) -> Ticket:
-        """Journal records and fold them (lock held); fail-stop on storage errors."""
+        """Journal records and fold them (lock held); fail-stop on storage errors. Senders
+        waiting for room on a full address look again (an ack may have made some)."""
         ticket = self._guard(self._p.write, records)
+        self.room.notify()
         if self._p.checkpoint_due():  # an index failure is logged and retried, never raised
             self._guard(self._p.checkpoint_quietly)
         return ticket
@@ -410,8 +412,9 @@ class Broker:
             ticket = self.write([(RecordKind.ADDRESS_ADD, schema.address_add(
                 aid, name, [r.value for r in rts], auto_created))])
             addr = self.addresses[name] = Address(aid, name, rts, auto_created)
+            info = addr.info(self.sizes, self.settings.resolve(name))
         self.wait(ticket)
-        return addr.info()
+        return info
 
     def delete_address(self, name: str) -> None:
         """Delete an address that has no queues.
@@ -480,7 +483,8 @@ class Broker:
             ticket = None
             if queue.durable:
                 ticket = self.write([(RecordKind.QUEUE_DEL, schema.by_id(queue.id))])
-            for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()):
+            for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()) \
+                    + queue.paged.drop():
                 self.drop_message_ref(ref)
             del self.queues[name]
             del self.queues_by_id[queue.id]
@@ -488,6 +492,19 @@ class Broker:
             if addr is not None:
                 addr.queues.pop(name, None)
         self.wait(ticket)
+
+    def _image_released(self, gone: MessageImage, paged: bool) -> None:
+        """The image let a message go (its durable references are gone): one RAM still holds
+        on a queue journaled nowhere is journaled nowhere from now on, and counted as such."""
+        msg = self.cache.get(gone.mid)
+        if msg is not None and msg.journaled:
+            msg.journaled = False
+            self.sizes.add_transient(msg, paged)
+
+    def _transient_gone(self, msg: StoredMessage) -> None:
+        """A message journaled nowhere left its last queue: its address has room again."""
+        self.sizes.release_transient(msg)
+        self.room.notify()
 
     def drop_message_ref(self, ref: MessageRef) -> None:
         """Forget a reference that left its queue; RAM lets the message go with its last
@@ -513,7 +530,7 @@ class Broker:
             addr = self.addresses.get(name)
             if addr is None:
                 raise AddressNotFoundError(name)
-            return addr.info()
+            return addr.info(self.sizes, self.settings.resolve(name))
 
     def queue_names(self) -> List[str]:
         """Every queue name, sorted."""

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from engine.addressfull import Admission, admit
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
 from engine.model import Message, RoutingType
+from engine.depage import depage
 from engine.names import Destination
 from engine.queue import PENDING, MessageRef, Queue, StoredMessage, kept_body
 import msgpack
@@ -35,7 +37,8 @@ from recovery import schema
 from recovery.schema import AckReason, RecordKind
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Address, Broker
+    from engine.address import Address
+    from engine.broker import Broker
 
 Removal = Tuple[MessageRef, str]
 
@@ -87,8 +90,12 @@ class Placement:
         self.touched: Dict[int, Queue] = {}
         self.base_lsn = broker.persistence.journal.next_lsn - 1
 
-    def add(self, address: str, queues: List[Queue], msg: Message) -> None:
+    def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
+            ) -> None:
+        """Route one message to ``queues``; ``paged``: its address pages it (the references
+        wait with the queues' paged ones, policies not applied yet)."""
         broker = self.broker
+        paged = paged or broker.sizes.paging(address)  # paging goes on until none is left
         settings = broker.settings.resolve(address)
         expiration = msg.expiration
         if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
@@ -101,14 +108,19 @@ class Placement:
             slot = len(self.payloads)
             self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
                                                 msg.body, msg.properties, ts, expiration,
-                                                msg.priority))
+                                                msg.priority, paged))
         stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
                                msg.priority, kept_body(msg.body, journaled, queues),
-                               bool(journaled))
+                               bool(journaled), len(msg.body))
+        if queues and not journaled:
+            broker.sizes.add_transient(stored, paged)
         refs = []
         for q in queues:
             ref = MessageRef(stored, q, PENDING, journaled=q in journaled)
-            self.removals += q.add_tail(ref, self.now)
+            if paged:
+                q.add_paged(ref)
+            else:
+                self.removals += q.add_tail(ref, self.now)
             refs.append(ref)
             self.touched[q.id] = q
         self.placed.append((stored, refs, slot))
@@ -145,22 +157,64 @@ class Placement:
         return ticket
 
 
-def send(broker: "Broker", dest: Destination, messages: Sequence[Message]) -> Optional[Ticket]:
+Routed = Tuple[Tuple["Address", List[Queue]], Message]
+
+
+def admission(broker: "Broker", routed: Sequence[Routed], block: bool = True,
+              count: bool = True) -> Admission:
+    """The address-full policies applied to routed messages (``engine.addressfull.admit``);
+    dropped ones are counted on their addresses (unless ``count`` is false: a look only).
+    ``block`` false: a BLOCK address accepts (a transaction waited for room at its sends).
+
+    Raises:
+        AddressFullError: a FAIL address is full; nothing was changed.
+    """
+    out = admit(broker.sizes, broker.settings.resolve, broker.sizes.paging, routed,
+                lambda item: item[0][0].name, lambda item: len(item[1].body),
+                lambda item: bool(item[0][1]), block)
+    for address in out.dropped if count else ():
+        broker.addresses[address].dropped += 1
+    return out
+
+
+def must_wait(broker: "Broker", dest: Destination, messages: Sequence[Message]) -> bool:
+    """Whether a transaction's sends to ``dest`` must wait for room (a full BLOCK address);
+    changes nothing.
+
+    Raises:
+        The routing errors; AddressFullError: a full FAIL address.
+    """
+    routed = [(route(broker, dest, advance=False), msg) for msg in messages]
+    return bool(admission(broker, routed, count=False).blocked)
+
+
+def send(broker: "Broker", dest: Destination, messages: Sequence[Message]
+         ) -> Tuple[Optional[Ticket], List[Message]]:
     """Route and place messages; journal the durable ones, in as few writes as the record
-    size limit allows (tickets complete in order, so the last one covers them all).
+    size limit allows (tickets complete in order, so the last one covers them all). The
+    address-full policies apply first: dropped messages are counted, paged ones wait with
+    their queues' paged references.
+
+    Returns:
+        The ticket to wait on, and the messages (in order) that wait for room on a full
+        BLOCK address: not placed, the caller sends them once it has room.
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (one
-            message exceeds the journal's record size): before anything is placed.
+            message exceeds the journal's record size), AddressFullError (a FAIL address is
+            full): before anything is placed.
     """
     routed = [(route(broker, dest), msg) for msg in messages]
+    for (addr, queues), msg in routed:
+        fitting_bound(addr.name, len(queues), msg, broker.persistence.journal.options.max_frame())
+    admitted = admission(broker, routed)
     ticket = None
-    for chunk in _chunks(broker, routed):
+    for chunk in _chunks(broker, list(zip(admitted.accepted, admitted.paged, strict=True))):
         placement = Placement(broker)
-        for (addr, queues), msg in chunk:
-            placement.add(addr.name, queues, msg)
+        for ((addr, queues), msg), paged in chunk:
+            placement.add(addr.name, queues, msg, paged)
         ticket = placement.write() or ticket
-    return ticket
+    return ticket, [msg for _route, msg in admitted.blocked]
 
 
 # bytes a MESSAGE payload adds beyond its body, address, properties and queue ids (keys, times,
@@ -191,13 +245,13 @@ def fitting_bound(address: str, queues: int, msg: Message, limit: int) -> int:
     return n
 
 
-def _chunks(broker: "Broker", routed: List[Tuple[Tuple["Address", List[Queue]], Message]]
-            ) -> List[List[Tuple[Tuple["Address", List[Queue]], Message]]]:
+def _chunks(broker: "Broker", items: List[Tuple[Routed, bool]]
+            ) -> List[List[Tuple[Routed, bool]]]:
     limit = broker.persistence.journal.options.max_frame()
-    chunks: List[List[Tuple[Tuple["Address", List[Queue]], Message]]] = [[]]
+    chunks: List[List[Tuple[Routed, bool]]] = [[]]
     size = 0
-    for item in routed:
-        (addr, queues), msg = item
+    for item in items:
+        ((addr, queues), msg), _paged = item
         n = fitting_bound(addr.name, len(queues), msg, limit)
         if size + n + FRAME_OVERHEAD > limit:
             chunks.append([])
@@ -242,11 +296,15 @@ def deliver_many(broker: "Broker", queue: Queue, consumer: Any, limit: int
         if queue.non_destructive:
             ref = queue.peek_after(consumer.cursor)
             if ref is None:
+                if depage_for(broker, queue):
+                    continue
                 break
             consumer.cursor = ref.seq
         else:
             ref = queue.take()
             if ref is None:
+                if depage_for(broker, queue):
+                    continue
                 break
         if ref.msg.expiration and ref.msg.expiration <= now:
             if queue.non_destructive:
@@ -270,11 +328,28 @@ def deliver_many(broker: "Broker", queue: Queue, consumer: Any, limit: int
     return refs, (broker.write(records) if records else None)
 
 
+def depage_for(broker: "Broker", queue: Queue) -> bool:
+    """``queue`` has nothing left but paged references: its address moves its oldest paged
+    messages onto their queues (``engine.depage``). False when it had none."""
+    if not queue.paged.count():
+        return False
+    addr = broker.addresses.get(queue.config.address)
+    if addr is None:
+        return False
+    removals, _ticket, touched = depage(broker, addr, broker.budget.refill_size())
+    for ref, why in removals:
+        forget(broker, ref, why)
+    for q in touched:
+        if q is not queue:
+            serve_waiters(broker, q)
+    return bool(touched)
+
+
 def serve_waiters(broker: "Broker", queue: Queue) -> None:
     """Give available messages to consumers blocked in receive, longest waiting first; a
     waiter whose consumer has no credit keeps its place until an ack frees some."""
     kept = []
-    while queue.waiters and queue.ready_count():
+    while queue.waiters and (queue.ready_count() or queue.paged.count()):
         waiter = queue.waiters.popleft()
         if waiter.done or waiter.consumer.closed:
             continue
@@ -359,7 +434,9 @@ def commit(broker: "Broker", sends: Sequence[Tuple[Destination, Message]],
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (the
-            transaction does not fit one record): nothing of the transaction is applied.
+            transaction does not fit one record), AddressFullError (a FAIL address is full;
+            DROP drops, PAGE pages, BLOCK waited at the send): nothing of the transaction is
+            applied.
     """
     routed = [(route(broker, dest), msg) for dest, msg in sends]
     size = sum(record_bound(addr.name, len(queues), msg) for (addr, queues), msg in routed)
@@ -367,9 +444,10 @@ def commit(broker: "Broker", sends: Sequence[Tuple[Destination, Message]],
     limit = broker.persistence.journal.options.max_frame()
     if size + FRAME_OVERHEAD > limit:
         raise RecordTooLargeError(size + FRAME_OVERHEAD, limit)
+    admitted = admission(broker, routed, block=False)
     placement = Placement(broker)
-    for (addr, queues), msg in routed:
-        placement.add(addr.name, queues, msg)
+    for ((addr, queues), msg), paged in zip(admitted.accepted, admitted.paged, strict=True):
+        placement.add(addr.name, queues, msg, paged)
     ack_payloads = [schema.ack(ref.queue.id, ref.msg.mid, reason) for ref, reason in acks
                     if ref.journaled and not ref.queue.non_destructive]
     ticket = placement.write(ack_payloads, as_tx=True)

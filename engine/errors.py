@@ -91,3 +91,24 @@ class InvalidArgumentError(EngineError, ValueError, TypeError):
     def __init__(self, field: str, why: str) -> None:
         self.field = field
         super().__init__(f"invalid {field}: {why}")
+
+
+class AddressFullError(ResourceLimitError):
+    """A send to a full address was refused (``address_full_policy`` FAIL, or BLOCK when the
+    wait for room timed out); nothing of that send was stored (seed 000 §4; Artemis's
+    ``AddressFullException``).
+
+    Attributes:
+        address: the full address. limit: which limit it reached ("max_size_bytes",
+            "max_size_messages" or "global_max_size"; "timeout" when a BLOCK wait timed out).
+        sent: messages of a ``send_many`` sent before the one that waited (0 otherwise).
+    """
+
+    def __init__(self, address: str, limit: str, why: str = "", sent: int = 0) -> None:
+        self.address = address
+        self.limit = limit
+        self.sent = sent
+        reached = "" if limit == "timeout" else f" ({limit} reached)"
+        super().__init__(f"address {address!r} is full{reached}{why}",
+                         hint="consume from its queues, or raise the limit with "
+                              "set_address_settings()")

@@ -162,7 +162,9 @@ class QueueInfo:
     those handed to consumers and not yet acked; scheduled_count those held for later delivery.
     messages_added / messages_acknowledged / messages_killed / messages_expired count since the
     broker opened (killed: dead-lettered, rejected or evicted from a ring; last-value
-    replacements are not counted).
+    replacements are not counted). paged_count: messages routed to the queue while its address
+    pages, not on the queue yet (seed 000 §4: counted in message_count, not against a ring
+    size).
     """
 
     name: str
@@ -183,16 +185,38 @@ class QueueInfo:
     ring_size: int = -1
     last_value_key: Optional[str] = None
     non_destructive: bool = False
+    paged_count: int = 0
 
 
 @dataclass(frozen=True)
 class AddressInfo:
-    """Management view of one address: its routing types and queue names."""
+    """Management view of one address (Artemis AddressControl): routing types, queue names,
+    and what it holds against its address-full settings (seed 000 §4).
+
+    Attributes:
+        number_of_messages: messages it holds on its queues (ready or in delivery; each
+            message once however many queues hold it), paged ones excluded.
+        address_size: their body bytes (what ``max_size_bytes`` bounds).
+        paging: whether it pages (PAGE policy: it was full, and paged messages are left).
+        paged_count, paged_bytes: messages it holds as paged, and their body bytes.
+        dropped_count: messages dropped because it was full (DROP policy) since open.
+        full_policy: its ``address_full_policy`` value ("PAGE", "DROP", "BLOCK", "FAIL").
+        max_size_bytes, max_size_messages: its limits (-1: none).
+    """
 
     name: str
     routing_types: Tuple[RoutingType, ...]
     queues: Tuple[str, ...]
     auto_created: bool
+    number_of_messages: int = 0
+    address_size: int = 0
+    paging: bool = False
+    paged_count: int = 0
+    paged_bytes: int = 0
+    dropped_count: int = 0
+    full_policy: str = "PAGE"
+    max_size_bytes: int = -1
+    max_size_messages: int = -1
 
 
 @dataclass(frozen=True)

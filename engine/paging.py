@@ -69,14 +69,16 @@ class StoredMessage:
         journaled: whether the image holds it (its body is read by id from its record).
         refcount: references to it held in RAM (``engine.paging.MessageCache``).
         mem_size: the bytes it is charged to the RAM budget.
+        size: its body's length in bytes (what address sizes count).
+        paged: for one journaled nowhere, whether its address holds it as paged.
     """
 
     __slots__ = ("mid", "address", "durable", "properties", "timestamp", "expiration",
-                 "priority", "body", "journaled", "refcount", "mem_size")
+                 "priority", "body", "journaled", "refcount", "mem_size", "size", "paged")
 
     def __init__(self, mid: int, address: str, durable: bool, properties: Dict[str, Any],
                  timestamp: int, expiration: int, priority: int, body: Optional[bytes],
-                 journaled: bool = False) -> None:
+                 journaled: bool = False, size: Optional[int] = None) -> None:
         self.mid = mid
         self.address = address
         self.durable = durable
@@ -88,6 +90,8 @@ class StoredMessage:
         self.journaled = journaled
         self.refcount = 0
         self.mem_size = message_bytes(properties, body)
+        self.size = len(body) if size is None and body is not None else (size or 0)
+        self.paged = False
 
     def to_message(self, body: bytes) -> Message:
         """A user-facing copy with ``body``."""
@@ -167,10 +171,17 @@ class MemoryBudget:
 
 class MessageCache:
     """Messages held in RAM by id, shared by their in-memory references; charged to the
-    budget while any reference holds them (``StoredMessage.refcount`` counts those)."""
+    budget while any reference holds them (``StoredMessage.refcount`` counts those).
 
-    def __init__(self, budget: MemoryBudget) -> None:
+    Args:
+        budget: the RAM budget. gone: called with a message journaled nowhere when its last
+            reference left RAM (it is then gone for good).
+    """
+
+    def __init__(self, budget: MemoryBudget,
+                 gone: Optional[Callable[[StoredMessage], None]] = None) -> None:
         self.budget = budget
+        self.gone = gone
         self.by_id: Dict[int, StoredMessage] = {}
 
     def get(self, mid: int) -> Optional[StoredMessage]:
@@ -196,6 +207,8 @@ class MessageCache:
             del self.by_id[msg.mid]
             self.budget.messages -= 1
             self.budget.release(msg.mem_size)
+            if not msg.journaled and self.gone is not None:
+                self.gone(msg)
 
 
 class IndexReader:
@@ -234,7 +247,12 @@ class IndexReader:
         if m is None:
             return None
         return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
-                             m.priority, None, True)
+                             m.priority, None, True, m.body_size)
+
+    def paged(self, qid: int) -> int:
+        """Paged references the index holds for queue ``qid`` (its address pages them)."""
+        q = self.image.queues.get(qid)
+        return 0 if q is None else q.paged
 
     def read(self, qid: int, after: Optional[Tuple[int, int]], limit: int
              ) -> List[Tuple[StoredMessage, Tuple[int, int], int]]:

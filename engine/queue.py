@@ -10,59 +10,16 @@ multicast message is stored once and referenced from every queue it was routed t
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Deque, Dict, Iterator, List, Optional, Protocol, Sequence, Tuple
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence,
+                    Tuple)
 
 from engine.model import QueueConfig, QueueInfo, RoutingType
+from engine.pagedrefs import PagedRefs
 from engine.paging import IndexReader, MessageCache, StoredMessage
+from engine.refs import PENDING, MessageRef, Order, below, kept_body
 
-Order = Tuple[int, ...]
-PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
-
-
-def below(order: Order) -> Order:
-    """The greatest journal order key less than ``order`` (a paging queue's horizon)."""
-    lsn, slot = order[0], order[1]
-    return (lsn, slot - 1) if slot > 0 else (lsn - 1, (1 << 62))
-
-
-def kept_body(body: bytes, journaled: Sequence[Any], queues: Sequence[Any]
-              ) -> Optional[bytes]:
-    """The body a ``StoredMessage`` keeps in memory: ``None`` when every queue reached journals
-    the message (the body is read from its record), else ``body``. A queue that does not
-    journal it (a non-durable queue, or a non-durable message) may still hold the message after
-    the journaled references are settled and the record is reclaimed or compacted away."""
-    return None if journaled and len(journaled) == len(queues) else body
-
-
-class MessageRef:
-    """One message on one queue.
-
-    Attributes:
-        msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
-        it there (for one not journaled: the key of the journaled one before it, then its
-        arrival number, so they sort together; ``PENDING`` until written). delivery_count: times handed to a consumer.
-        consumer: the consumer holding it while in delivery, else ``None``.
-        journaled: whether its state is in the journal (durable message on a durable queue).
-        seq: arrival number on its queue. in_queue: whether it is on the ready list.
-        taken: the broker-wide number of its last delivery (consumption order, as the LSNs
-        of the DELIVERY records are).
-    """
-
-    __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled", "seq",
-                 "in_queue", "taken")
-
-    def __init__(self, msg: StoredMessage, queue: "Queue", order: Order,
-                 delivery_count: int = 0, journaled: bool = False) -> None:
-        self.msg = msg
-        self.queue = queue
-        self.order = order
-        self.delivery_count = delivery_count
-        self.consumer: Any = None
-        self.journaled = journaled
-        self.seq = 0          # position in the queue's arrival order (non-destructive cursors)
-        self.in_queue = False  # on the ready list
-        self.taken = 0
-
+__all__ = ["MessageRef", "Order", "PENDING", "Queue", "QueuePolicy", "StoredMessage",
+           "kept_body"]
 
 class QueuePolicy(Protocol):
     """A composable queue behaviour (ring size, last value...; ``engine.policies``).
@@ -109,7 +66,8 @@ class Queue:
 
     def __init__(self, qid: int, config: QueueConfig, cache: MessageCache,
                  reader: Optional[IndexReader] = None,
-                 policies: Sequence["QueuePolicy"] = ()) -> None:
+                 policies: Sequence["QueuePolicy"] = (),
+                 page_start: Callable[[], Optional[Order]] = lambda: None) -> None:
         self.id = qid
         self.config = config
         self.cache = cache
@@ -122,6 +80,7 @@ class Queue:
         self.consumers: List[Any] = []
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
+        self.paged = PagedRefs(qid, cache, reader, page_start)
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -145,11 +104,13 @@ class Queue:
             not self.config.last_value_key and not self.config.non_destructive
 
     def message_count(self) -> int:
-        """Messages on the queue, in delivery included (Artemis messageCount)."""
-        return self.ready_count() + len(self.delivering)
+        """Messages on the queue, in delivery and paged ones included (Artemis messageCount;
+        seed 000 §4: a paged message is reflected in it)."""
+        return self.ready_count() + len(self.delivering) + self.paged.count()
 
     def ready_count(self) -> int:
-        """Messages waiting for a consumer (what a ring size bounds, seed 000)."""
+        """Messages waiting for a consumer on the queue (what a ring size bounds, seed 000:
+        paged ones are not on it yet)."""
         return len(self.ready) + self.on_disk + len(self.tail)
 
     @property
@@ -162,7 +123,8 @@ class Queue:
         """At open: the index holds the queue's references. A pageable queue reads its head
         when first needed; another one reads them all now (in queue order)."""
         assert self.reader is not None
-        count = self.reader.count(self.id)
+        self.paged.on_disk = self.reader.paged(self.id)
+        count = self.reader.count(self.id) - self.paged.on_disk
         if count == 0:
             return
         if self.pageable:
@@ -170,25 +132,36 @@ class Queue:
             self.horizon = (0, 0)
             return
         after = None
-        while True:
-            rows = self.reader.read(self.id, after, 1024)
+        while count > 0:  # the paged ones come after these
+            rows = self.reader.read(self.id, after, min(1024, count))
             for msg, order, delivered in rows:
                 self.load_tail(MessageRef(msg, self, order, delivered, journaled=True))
-            if len(rows) < 1024:
+            count -= len(rows)
+            if not rows:
                 return
             after = rows[-1][1]
 
-    def add_tail(self, ref: MessageRef, now_ms: int = 0) -> List[Tuple[MessageRef, str]]:
+    def add_tail(self, ref: MessageRef, now_ms: int = 0, arrival: bool = True
+                 ) -> List[Tuple[MessageRef, str]]:
         """Append a new reference at the tail; return what the policies remove for it (the
-        caller journals and detaches those)."""
+        caller journals and detaches those). ``arrival`` false: a paged reference joining,
+        counted in ``added`` when it was routed."""
         removals: List[Tuple[MessageRef, str]] = []
         for policy in self.policies:
             removals += self._take_off(policy.before_add(self, ref, now_ms))
         self._join(ref)
-        self.added += 1
+        self.added += arrival
         for policy in self.policies:
             removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
+
+    def add_paged(self, ref: MessageRef) -> None:
+        """Take a reference routed while the address pages: it waits with the queue's paged
+        ones (policies see it when it joins the queue, ``engine.depage``)."""
+        self.added += 1
+        self.mem_seq += 1
+        ref.seq = self.mem_seq  # an order key for one journaled nowhere (``Placement``)
+        self.paged.add(ref)
 
     def _join(self, ref: MessageRef) -> None:
         self._enter(ref, self.ready if self.horizon is None else self.tail)
@@ -230,6 +203,7 @@ class Queue:
         references, the newest journaled references at the tail leave RAM and the queue
         starts paging."""
         budget = self.cache.budget
+        self.paged.written()
         if self.horizon is not None:
             kept: Deque[MessageRef] = deque()
             for ref in self.tail:
@@ -275,7 +249,8 @@ class Queue:
         if self.horizon is None or self.reader is None:
             return
         budget = self.cache.budget
-        want = max(1, min(budget.refill_size(), budget.head_max - len(self.ready)))
+        want = max(1, min(budget.refill_size(), budget.head_max - len(self.ready),
+                          max(self.on_disk, 1)))
         rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
         loaded = 0
         for ref, from_index in self._merged(rows, self.tail):
@@ -286,9 +261,9 @@ class Queue:
                 self.ready.append(ref)
         if rows:
             self.horizon = rows[-1][1]
-        self.on_disk -= loaded
+        self.on_disk = self.on_disk - loaded if rows else 0
         self.cache.budget.paged_in += loaded
-        if len(rows) < want:  # the index has nothing more for this queue
+        if self.on_disk <= 0:  # the index has nothing more on the queue (paged ones aside)
             self.ready.extend(self.tail)
             self.tail = deque()
             self.horizon = None
@@ -383,15 +358,26 @@ class Queue:
         ref.consumer = None
 
     def browse(self, after: Optional[Order], limit: int) -> List[MessageRef]:
-        """Ready references for a browser, in queue order. With ``after`` ``None``: the
-        whole head in RAM, then up to ``limit`` more from the index; else up to ``limit``
-        from the index after order key ``after``. References read from the index are not
-        held in RAM. Empty when there are no more."""
+        """References for a browser, in queue order: those on the queue, then the paged
+        ones (Artemis browsers see paged messages too). With ``after`` ``None``: the whole
+        head in RAM, then up to ``limit`` more; else up to ``limit`` after order key
+        ``after``. References read from the index are not held in RAM. Empty when there are
+        no more."""
+        out = self._browse_queue(after, limit)
+        if len(out) < limit and self.paged.count():
+            last = out[-1].order if out else after
+            out += self.paged.first(self, limit - len(out), last)
+        return out
+
+    def _browse_queue(self, after: Optional[Order], limit: int) -> List[MessageRef]:
         head = list(self.ready) if after is None else []
         if self.horizon is None or self.reader is None:
             return head + list(self.tail) if after is None else []
         start = self.horizon if after is None or after < self.horizon else after
         rows = self.reader.read(self.id, (start[0], start[1]), limit)
+        paged_from = self.paged.start()
+        if paged_from is not None:
+            rows = [r for r in rows if r[1] < paged_from]
         tail = deque(r for r in self.tail if after is None or r.order > after)
         out = [ref for ref, _from_index in self._merged(rows, tail)]
         if len(rows) < limit:
@@ -417,4 +403,4 @@ class Queue:
                          self.added, self.acknowledged, self.killed, self.expired,
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
-                         bool(c.non_destructive))
+                         bool(c.non_destructive), self.paged.count())

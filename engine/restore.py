@@ -56,8 +56,10 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
             if on_disk:
                 records.append((RecordKind.MESSAGE, schema.message(
                     mid, address, [q.id for q in on_disk], msg.body, msg.properties,
-                    msg.timestamp, msg.expiration, msg.priority)))
-                records += [(RecordKind.DELIVERY, schema.delivery(q.id, mid, counts[q.name]))
+                    msg.timestamp, msg.expiration, msg.priority,
+                    broker.sizes.paging(address))))
+                records += [(RecordKind.DELIVERY,  # a count, not a delivery in flight
+                             schema.delivery(q.id, mid, counts[q.name], returned=True))
                             for q in on_disk if counts[q.name] > 0]
             placed.append((mid, address, queues, counts, msg, on_disk, len(records)))
         ticket = broker.write(records) if records else None
@@ -67,12 +69,19 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
         for mid, address, queues, counts, msg, on_disk, upto in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
-                                   kept_body(msg.body, on_disk, queues), bool(on_disk))
+                                   kept_body(msg.body, on_disk, queues), bool(on_disk),
+                                   len(msg.body))
+            paged = broker.sizes.paging(address)  # what pages now pages until none is left
+            if queues and not on_disk:
+                broker.sizes.add_transient(stored, paged)
             if on_disk:
                 prev = (base + index, 0)
             for q in queues:
                 ref = MessageRef(stored, q, prev, counts[q.name], journaled=q in on_disk)
-                q.load_tail(ref)
+                if paged:
+                    q.add_paged(ref)
+                else:
+                    q.load_tail(ref)
                 if not ref.journaled:
                     ref.order = (prev[0], prev[1], ref.seq)
             index = upto

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence,
 from engine import autocreate
 from engine import delivery as ops
 from engine.deadletter import move_out
+from engine.addressfull import deadline_of, timed_out
 from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
 from engine.model import Message, ReceivedMessage
 from engine.names import Destination, parse_destination
@@ -246,35 +247,71 @@ class Session:
         self._tx_sends: List[Tuple[Destination, Message]] = []
 
     # -- sending ------------------------------------------------------------------------------
-    def send(self, destination: str, message: Message) -> None:
+    def send(self, destination: str, message: Message, timeout: Optional[float] = None
+             ) -> None:
         """Send one message to an address (``[anycast://|multicast://]address`` or
         ``address::queue``). Returns once it is durable (durable message on durable queues).
+        A full address applies its ``address_full_policy`` (seed 000 §4): PAGE stores the
+        message as paged, DROP drops it (counted in ``address_info``), FAIL raises, BLOCK
+        waits for room up to ``timeout`` seconds (``None``: as long as it takes).
 
         Raises:
             InvalidNameError, AddressNotFoundError, QueueNotFoundError, RoutingTypeError,
                 InvalidArgumentError (a message field of the wrong type or range, checked at
-                the send), RecordTooLargeError: nothing sent, the session goes on.
+                the send), RecordTooLargeError, AddressFullError (FAIL; BLOCK past
+                ``timeout``): nothing sent, the session goes on.
                 IllegalStateError: closed. BrokerFailedError.
         """
-        self.send_many(destination, [message])
+        self.send_many(destination, [message], timeout)
 
-    def send_many(self, destination: str, messages: Sequence[Message]) -> None:
-        """Send messages in order with one wait for all of them (one group commit)."""
-        self.broker.wait(self._send_begin(destination, messages))
+    def send_many(self, destination: str, messages: Sequence[Message],
+                  timeout: Optional[float] = None) -> None:
+        """Send messages in order with one wait for all of them (one group commit). On a
+        BLOCK address that fills up meanwhile, the messages before the one that found it
+        full are sent; the rest wait for room (``timeout`` seconds for all of them).
 
-    def _send_begin(self, destination: str, messages: Sequence[Message]) -> Optional[Ticket]:
-        """The locked part of a send; returns the ticket to wait on (or ``None``)."""
-        dest = parse_destination(destination)
-        messages = [m.checked() for m in messages]  # private copies, validated now
+        Raises:
+            As ``send``. AddressFullError (BLOCK past ``timeout``): the messages before the
+                first one that waited were sent and are durable; ``sent`` on the error says
+                how many.
+        """
+        dest, pending = self._prepared(destination, messages)
+        deadline = deadline_of(check_timeout(timeout))
         broker = self.broker
+        ticket = None
         with broker.lock:
-            self._check()
-            autocreate.for_send(broker, dest)
-            if self.transacted:
-                ops.route(broker, dest, advance=False)  # validate now; routed at commit
-                self._tx_sends.extend((dest, m) for m in messages)
-                return None
-            return ops.send(broker, dest, messages)
+            while True:
+                got, pending = self._send_some(dest, pending)
+                ticket = got or ticket
+                if not pending or not broker.room.wait(deadline):
+                    break
+            if pending:  # the wait ended at the deadline: one more look
+                got, pending = self._send_some(dest, pending)
+                ticket = got or ticket
+        broker.wait(ticket)
+        if pending:
+            raise timed_out(dest.address, len(pending), len(messages), timeout)
+
+    def _prepared(self, destination: str, messages: Sequence[Message]
+                  ) -> Tuple[Destination, List[Message]]:
+        """The destination parsed and private, validated copies of the messages."""
+        return parse_destination(destination), [m.checked() for m in messages]
+
+    def _send_some(self, dest: Destination, messages: List[Message]
+                   ) -> Tuple[Optional[Ticket], List[Message]]:
+        """The locked part of a send (lock held): sends what the address-full policies let
+        through; returns the ticket to wait on (or ``None``) and the messages that wait for
+        room on a full BLOCK address. A transacted session only checks: its sends are routed
+        at commit."""
+        broker = self.broker
+        self._check()
+        autocreate.for_send(broker, dest)
+        if self.transacted:
+            if ops.must_wait(broker, dest, messages):
+                return None, messages
+            self._tx_sends.extend((dest, m) for m in messages)
+            return None, []
+        return ops.send(broker, dest, messages)
 
     # -- consuming ----------------------------------------------------------------------------
     def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW) -> Consumer:

@@ -3,8 +3,9 @@
 ``AddressSettings`` holds optional values; ``None`` means "not set here". The repository resolves
 an address by overlaying every matching entry from the least to the most specific, then filling
 what is still unset with the defaults below. Entries are journaled (SETTINGS records), so they
-survive reopening, and can be changed at run time. Paging settings (max-size-bytes, page-size
-bytes, address-full-policy) will join this table.
+survive reopening, and can be changed at run time. The address-full settings (max-size-bytes,
+max-size-messages, address-full-policy; seed 000 §4, Artemis "Paging") bound what an address
+holds: ``engine.addressfull`` applies them.
 
 Defaults are Artemis's, except the auto-create/auto-delete switches, which are off unless a
 setting turns them on: Artemis ships a ``#`` setting that turns them on, an embedded store starts
@@ -13,6 +14,7 @@ strict so that a typo in an address is an error, not a new address.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
@@ -23,6 +25,21 @@ from engine.values import TIME_MAX, check_bool, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
+
+
+class AddressFullPolicy(str, enum.Enum):
+    """What a send to a full address does (Artemis ``address-full-policy``).
+
+    PAGE: the message is stored and routed, but kept on disk only until the address drains
+    (Artemis's default). DROP: the message is dropped and counted; the send returns. FAIL: the
+    send raises ``AddressFullError``; nothing of it is stored. BLOCK: the send waits until the
+    address has room (a thread waits, asyncio awaits).
+    """
+
+    PAGE = "PAGE"
+    DROP = "DROP"
+    BLOCK = "BLOCK"
+    FAIL = "FAIL"
 
 
 @dataclass(frozen=True)
@@ -44,6 +61,15 @@ class AddressSettings:
         dead_letter_address: where such messages go (dropped and counted when unset).
         expiry_address: where expired messages go (dropped and counted when unset).
         expiry_delay: ms; expiration given to messages without one (-1 = off; 004 §4.9.6.4).
+        max_size_bytes: bytes of message bodies the address holds before it is full (-1 = no
+            limit). Artemis counts its own per-message memory estimate; mqstore counts body
+            bytes, each message once however many queues of the address hold it, and a message
+            in delivery until it is acked.
+        max_size_messages: messages the address holds before it is full (-1 = no limit).
+        address_full_policy: what a send to a full address does (``AddressFullPolicy``;
+            PAGE). The address is full when it already holds the limit or more (so the message
+            that crosses the limit is accepted, as in Artemis), or the broker's
+            ``global_max_size`` is reached.
     """
 
     default_ring_size: Optional[int] = None
@@ -60,6 +86,9 @@ class AddressSettings:
     dead_letter_address: Optional[str] = None
     expiry_address: Optional[str] = None
     expiry_delay: Optional[int] = None
+    max_size_bytes: Optional[int] = None
+    max_size_messages: Optional[int] = None
+    address_full_policy: Optional[AddressFullPolicy] = None
 
     def overlay(self, other: "AddressSettings") -> "AddressSettings":
         """These settings with every field ``other`` sets replaced by ``other``'s."""
@@ -72,6 +101,8 @@ class AddressSettings:
         if "default_address_routing_type" in out:
             out["default_address_routing_type"] = RoutingType(
                 out["default_address_routing_type"]).value
+        if "address_full_policy" in out:
+            out["address_full_policy"] = AddressFullPolicy(out["address_full_policy"]).value
         return out
 
     @classmethod
@@ -90,6 +121,8 @@ class AddressSettings:
             except ValueError:
                 raise InvalidArgumentError("default_address_routing_type", "anycast or "
                                            "multicast") from None
+        if "address_full_policy" in values:
+            values["address_full_policy"] = _policy(values["address_full_policy"])
         return cls(**values).validated()
 
     def validated(self) -> "AddressSettings":
@@ -100,7 +133,8 @@ class AddressSettings:
                 expiry_delay: -1..2**63-1), flags that are not bools, an address name that
                 breaks seed 004 §4.1, a routing type that is not a ``RoutingType``.
         """
-        for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay"):
+        for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay",
+                     "max_size_bytes", "max_size_messages"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), -1, TIME_MAX)
         for name in ("default_last_value_queue", "default_non_destructive",
@@ -118,7 +152,19 @@ class AddressSettings:
         if rt is not None and not isinstance(rt, RoutingType):
             raise InvalidArgumentError("default_address_routing_type",
                                        f"{rt!r} is not RoutingType.ANYCAST or MULTICAST")
+        policy = self.address_full_policy
+        if policy is not None and not isinstance(policy, AddressFullPolicy):
+            raise InvalidArgumentError("address_full_policy", f"{policy!r} is not "
+                                       f"AddressFullPolicy.PAGE, DROP, BLOCK or FAIL")
         return self
+
+
+def _policy(value: object) -> AddressFullPolicy:
+    try:
+        return AddressFullPolicy(str(value).upper())
+    except ValueError:
+        raise InvalidArgumentError("address_full_policy", f"{value!r} is not PAGE, DROP, "
+                                   f"BLOCK or FAIL") from None
 
 
 def checked_settings(settings: object) -> "AddressSettings":
@@ -163,7 +209,9 @@ DEFAULTS = AddressSettings(default_ring_size=-1, default_last_value_key=None,
                            auto_create_addresses=False, auto_create_queues=False,
                            auto_delete_addresses=False, auto_delete_queues=False,
                            max_delivery_attempts=10, dead_letter_address=None,
-                           expiry_address=None, expiry_delay=-1)
+                           expiry_address=None, expiry_delay=-1, max_size_bytes=-1,
+                           max_size_messages=-1,
+                           address_full_policy=AddressFullPolicy.PAGE)
 
 
 class SettingsRepository:

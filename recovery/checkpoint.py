@@ -10,11 +10,15 @@ is read (LMDB returns wrong data silently under bit flips; REFERENCE.md).
 
 Tables (ids are 8-byte big-endian, so keys sort like numbers)::
 
-    meta     b"checkpoint" -> {version, lsn, next_id, catalogue, counts, seglive, extras}
+    meta     b"checkpoint" -> {version, lsn, next_id, catalogue, counts, seglive, sizes,
+                              pages, extras}     sizes: [[address, messages, body bytes], ...]
+                              pages: [[address, start lsn, start slot, messages, bytes], ...]
     addr     id            -> [name, routing types, auto, location]
-    queue    id            -> [name, address, routing type, config, location, update loc, count]
+    queue    id            -> [name, address, routing type, config, location, update loc, count,
+                               paged]
     settings match         -> [values, location]
-    msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs]
+    msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs,
+                               lsn]
     ref      qid+mid       -> [mid, lsn, slot, delivery count, delivery location, in delivery]
     qref     qid+lsn+slot  -> mid                      a queue's references in order
     busy     qid+mid       -> delivery location        references left in delivery
@@ -33,10 +37,11 @@ from journal import Location, SegmentSummary
 from recovery.errors import IndexInvalidError
 from recovery.entries import ID, PAIR, AddressImage, QueueImage
 from recovery.image import StoreImage
+from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 4
+VERSION = 5
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 
@@ -95,15 +100,16 @@ def load(store: Any) -> Optional[Checkpoint]:
     img = StoreImage(store, counts)
     img.last_lsn, img.next_id = meta["lsn"], meta["next_id"]
     img.seglive = {int(seq): int(n) for seq, n in meta.get("seglive", [])}
+    img.ledger = AddressLedger.from_meta(meta)
     for k, v in store.range("addr", b"", None):
         name, rts, auto, loc = unpack_value("addr", k, v)
         aid = ID.unpack(k)[0]
         img.addresses[aid] = AddressImage(aid, name, tuple(rts), auto, Location(*loc))
     for k, v in store.range("queue", b"", None):
-        name, addr, rt, cfg, loc, uloc, count = unpack_value("queue", k, v)
+        name, addr, rt, cfg, loc, uloc, count, paged = unpack_value("queue", k, v)
         qid = ID.unpack(k)[0]
         img.queues[qid] = QueueImage(qid, name, addr, rt, cfg, Location(*loc),
-                                     None if uloc is None else Location(*uloc), count)
+                                     None if uloc is None else Location(*uloc), count, paged)
     for k, v in store.range("settings", b"", None):
         values, loc = unpack_value("settings", k, v)
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
@@ -177,7 +183,7 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
     meta = {"version": VERSION, "lsn": lsn, "next_id": image.next_id,
             "catalogue": [list(s) for s in catalogue], "counts": counts,
             "seglive": sorted([seq, n] for seq, n in image.seglive.items()),
-            "extras": dict(extras)}
+            "extras": dict(extras), **image.ledger.to_meta()}
     out["meta"][META_KEY] = pack_value(META_KEY, meta)
     return out
 
@@ -191,7 +197,7 @@ def committed(image: StoreImage) -> None:
 
 def _queue_value(q: QueueImage) -> List[Any]:
     return [q.name, q.address, q.routing_type, q.config, list(q.location),
-            None if q.update_location is None else list(q.update_location), q.count]
+            None if q.update_location is None else list(q.update_location), q.count, q.paged]
 
 
 def requeue_liveness(live: Any, exported: Mapping[str, Any]) -> None:

@@ -14,6 +14,12 @@ from recovery.tables import OrderedTable, Table
 
 Order = Tuple[int, int]  # (LSN of the record that added the reference, slot in that record)
 
+
+def below(order: Tuple[int, ...]) -> Order:
+    """The greatest journal order key less than ``order``."""
+    lsn, slot = order[0], order[1]
+    return (lsn, slot - 1) if slot > 0 else (lsn - 1, (1 << 62))
+
 ID = struct.Struct(">Q")
 PAIR = struct.Struct(">QQ")
 TRIPLE = struct.Struct(">QQQ")
@@ -45,7 +51,8 @@ class RefImage:
 
 @dataclass
 class QueueImage:
-    """A durable queue, its configuration, and how many references it holds (``count``)."""
+    """A durable queue, its configuration, how many references it holds (``count``) and how
+    many of those are paged (``paged``: their address pages them, ``PageState``)."""
 
     id: int
     name: str
@@ -55,12 +62,25 @@ class QueueImage:
     location: Location
     update_location: Optional[Location] = None
     count: int = 0
+    paged: int = 0
+
+
+@dataclass
+class PageState:
+    """An address that pages (seed 000 §4): every message of it with an order key from
+    ``start`` on is paged (held on disk only, not yet on its queues), ``messages`` of them with
+    ``size`` body bytes. Paging starts with the first message journaled as paged and ends when
+    no paged message is left."""
+
+    start: Order
+    messages: int = 0
+    size: int = 0
 
 
 @dataclass
 class MessageImage:
     """A durable message: where its body is (record location; ``slot`` >= 0 inside a TX record),
-    its metadata, and how many references it still has."""
+    its metadata, how many references it still has, and the LSN of its record (``order``)."""
 
     mid: int
     address: str
@@ -72,6 +92,12 @@ class MessageImage:
     priority: int
     body_size: int
     refcount: int
+    lsn: int = 0
+
+    @property
+    def order(self) -> Order:
+        """The order key its references have."""
+        return (self.lsn, max(self.slot, 0))
 
 
 @dataclass
@@ -92,12 +118,12 @@ def _unloc(raw: Optional[List[int]]) -> Optional[Location]:
 
 def _enc_msg(m: MessageImage) -> List[Any]:
     return [m.mid, m.address, list(m.location), m.slot, m.properties, m.timestamp,
-            m.expiration, m.priority, m.body_size, m.refcount]
+            m.expiration, m.priority, m.body_size, m.refcount, m.lsn]
 
 
 def _dec_msg(v: List[Any]) -> MessageImage:
-    mid, addr, loc, slot, props, ts, exp, prio, size, refs = v
-    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs)
+    mid, addr, loc, slot, props, ts, exp, prio, size, refs, lsn = v
+    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs, lsn)
 
 
 def _enc_ref(r: RefImage) -> List[Any]:

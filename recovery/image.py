@@ -18,12 +18,15 @@ costs O(segments).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence, Tuple
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
+                    Tuple)
 
 from journal import Location
 from recovery.entries import (ID, PAIR, AddressImage, ImageTables, MessageImage, Order,
-                              QueueImage, RefImage, TxImage, order_key, ref_key, tx_key)
+                              PageState, QueueImage, RefImage, TxImage, below, order_key,
+                              ref_key, tx_key)
 from recovery.errors import IndexInvalidError
+from recovery.ledger import AddressLedger
 from recovery.indexstore import MemoryIndex
 from recovery.schema import RecordKind
 
@@ -36,8 +39,8 @@ class LivenessSink(Protocol):
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None: ...
 
 
-__all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", "QueueImage",
-           "RefImage", "StoreImage", "TxImage"]
+__all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", "PageState",
+           "QueueImage", "RefImage", "StoreImage", "TxImage"]
 
 
 class NullSink:
@@ -63,6 +66,10 @@ class StoreImage:
             pattern, with the record holding each.
         tables: messages, references, queue order, references in delivery, TX records.
         seglive: locations held per segment sequence.
+        ledger: what each address holds and whether it pages (``recovery.ledger``).
+        released: called with a message the image no longer holds (its last durable
+            reference is gone) and whether it was paged; the engine may still hold it on a
+            queue journaled nowhere.
         last_lsn: LSN of the last record folded. next_id: the next free id for addresses,
             queues, messages and transactions.
         dirty: names of the small entries changed since the last index commit
@@ -76,6 +83,8 @@ class StoreImage:
         self.settings: Dict[str, Tuple[Dict[str, Any], Location]] = {}
         self.tables = ImageTables(self.store, counts)
         self.seglive: Dict[int, int] = {}
+        self.ledger = AddressLedger()
+        self.released: Optional[Callable[[MessageImage, bool], None]] = None
         self.last_lsn = 0
         self.next_id = 1
         self.dirty: set = set()
@@ -191,6 +200,8 @@ class StoreImage:
             self._settings(payload, location, sink)
         elif kind == RecordKind.QUEUE_UPDATE:
             self._queue_update(payload, location, sink)
+        elif kind == RecordKind.DEPAGE:
+            self._depage(payload, location, sink)
         elif kind == RecordKind.ADDRESS_DEL:
             gone = self.addresses.pop(int(payload["id"]), None)
             if gone is None:
@@ -240,16 +251,19 @@ class StoreImage:
         if not queues:
             return False
         t = self.tables
-        t.msg.put(ID.pack(mid), MessageImage(mid, p.get("addr", ""), location, slot,
+        address, size = p.get("addr", ""), len(p.get("body", b""))
+        t.msg.put(ID.pack(mid), MessageImage(mid, address, location, slot,
                                              dict(p.get("props") or {}), int(p.get("ts", 0)),
                                              int(p.get("exp", 0)), int(p.get("prio", 4)),
-                                             len(p.get("body", b"")), len(queues)), fresh=True)
-        self._hold(location)
+                                             size, len(queues), lsn), fresh=True)
         order = (lsn, max(slot, 0))
+        paged = self.ledger.added(address, order, size, bool(p.get("pg")))
+        self._hold(location)
         for q in queues:
             t.ref.put(ref_key(q, mid), RefImage(mid, order), fresh=True)
             t.qref.put(order_key(q, order), mid, fresh=True)
             self.queues[q].count += 1
+            self.queues[q].paged += paged
         return True
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
@@ -264,11 +278,14 @@ class StoreImage:
         if msg is None:
             raise IndexInvalidError(f"queue {qid} has a reference to message {mid}, which "
                                     f"the index does not hold")
-        self._remove_ref(queue, ref, sink)
+        self._remove_ref(queue, ref, msg, sink)
         self._release_msg(msg, sink)
         return msg.location
 
-    def _remove_ref(self, queue: QueueImage, ref: RefImage, sink: LivenessSink) -> None:
+    def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
+                    sink: LivenessSink) -> None:
+        if msg is not None and self.ledger.is_paged(msg):
+            queue.paged -= 1
         t = self.tables
         t.ref.delete(ref_key(queue.id, ref.mid))
         t.qref.delete(order_key(queue.id, ref.order))
@@ -284,6 +301,9 @@ class StoreImage:
             self.tables.msg.put(key, msg)
             return
         self.tables.msg.delete(key)
+        paged = self.ledger.released(msg)
+        if self.released is not None:
+            self.released(msg, paged)
         self._drop(msg.location)
         if msg.slot < 0:
             sink.mark_dead([msg.location])
@@ -323,6 +343,47 @@ class StoreImage:
         self._hold(location)
         self.tables.ref.put(key, ref)
 
+    def _depage(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
+        """The address's paged messages up to ``upto`` join their queues (they count in its
+        size again), then the acks the queues' policies decided apply. The record lives until
+        every message it moved and every record its acks cancel is gone: a rebuild must see
+        those messages on their queues, not paged."""
+        address = p["addr"]
+        upto = (int(p["upto"][0]), int(p["upto"][1]))
+        state = self.ledger.pages.get(address)
+        targets: List[Location] = []
+        if state is not None and upto >= state.start:
+            moved: Dict[int, MessageImage] = {}
+            for queue in [q for q in self.queues.values() if q.address == address]:
+                after = order_key(queue.id, below(state.start))
+                prefix = ID.pack(queue.id)
+                while True:
+                    chunk = self.tables.qref.scan(prefix, after, 1024)
+                    for key, mid in chunk:
+                        if (PAIR.unpack(key[8:])) > upto:
+                            chunk = []
+                            break
+                        queue.paged -= 1
+                        if mid not in moved:
+                            msg = self.message(mid)
+                            if msg is not None:
+                                moved[mid] = msg
+                    if len(chunk) < 1024:
+                        break
+                    after = chunk[-1][0]
+            self.ledger.depaged(address, upto, list(moved.values()))
+            for msg in moved.values():
+                if msg.location not in targets:
+                    targets.append(msg.location)
+        for a in p.get("acks", ()):
+            target = self._ack(a, sink)
+            if target is not None and target not in targets:
+                targets.append(target)
+        if targets:
+            sink.mark_dead_after(location, targets)
+        else:
+            sink.mark_dead([location])
+
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same
         record (a ring eviction or last-value replacement decided during the send)."""
@@ -353,7 +414,7 @@ class StoreImage:
         self.dirty.add(("queue", qid))
         for ref in self.refs(qid):  # read in chunks after the last one: deleting is safe
             msg = self.message(ref.mid)
-            self._remove_ref(queue, ref, sink)
+            self._remove_ref(queue, ref, msg, sink)
             if msg is not None:
                 self._release_msg(msg, sink)
         self._superseded(queue.update_location, sink)

@@ -12,8 +12,8 @@ ADDRESS_DEL ``{"id"}``
 QUEUE_ADD   ``{"id", "name", "addr": address name, "rt": routing type, "cfg": {config}}``
 QUEUE_DEL   ``{"id"}``
 MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts": ms,
-            "exp": ms or 0, "prio": 0-9}`` (one record per send: the body once, and the queues
-            it was routed to, so routing is atomic)
+            "exp": ms or 0, "prio": 0-9, "pg": true when its address paged it}`` (one record
+            per send: the body once, and the queues it was routed to, so routing is atomic)
 ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ...); a tombstone
 DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out;
             with ``"r": true`` when the delivery ended unsettled (cancel, rollback, recover:
@@ -25,6 +25,9 @@ TX          ``{"tx", "msgs": [MESSAGE payloads], "acks": [ACK payloads]}``: a wh
 SETTINGS    ``{"match": pattern, "settings": {...} or None}``: an address-settings entry set
             or removed
 QUEUE_UPD   ``{"id", "cfg": {...}}``: a queue's configuration changed at run time (ring size)
+DEPAGE      ``{"addr": address, "upto": [lsn, slot], "acks": [ACK payloads]}``: the address's
+            paged messages up to that order key joined their queues; the acks are what the
+            queues' policies removed as they joined (ring, last value), in the same record
 ==========  ===============================================================================
 """
 
@@ -47,6 +50,7 @@ class RecordKind(enum.IntEnum):
     TX = 8
     SETTINGS = 9
     QUEUE_UPDATE = 10
+    DEPAGE = 11
 
 
 class AckReason(str, enum.Enum):
@@ -79,10 +83,14 @@ def by_id(ident: int) -> Dict[str, Any]:
 
 def message(mid: int, address: str, queues: List[int], body: bytes,
             properties: Mapping[str, Any], timestamp: int, expiration: int,
-            priority: int) -> Dict[str, Any]:
-    """MESSAGE payload (also the element type of TX ``msgs``). Times are ms since the epoch."""
-    return {"mid": mid, "addr": address, "q": queues, "body": body, "props": dict(properties),
-            "ts": timestamp, "exp": expiration, "prio": priority}
+            priority: int, paged: bool = False) -> Dict[str, Any]:
+    """MESSAGE payload (also the element type of TX ``msgs``). Times are ms since the epoch;
+    ``paged`` when the message's address pages it."""
+    out = {"mid": mid, "addr": address, "q": queues, "body": body, "props": dict(properties),
+           "ts": timestamp, "exp": expiration, "prio": priority}
+    if paged:
+        out["pg"] = True
+    return out
 
 
 def ack(qid: int, mid: int, reason: str) -> Dict[str, Any]:
@@ -112,6 +120,12 @@ def settings(match: str, values: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
 def queue_update(qid: int, config: Mapping[str, Any]) -> Dict[str, Any]:
     """QUEUE_UPDATE payload: the queue's whole configuration after the change."""
     return {"id": qid, "cfg": dict(config)}
+
+
+def depage(address: str, upto: Any, acks: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """DEPAGE payload: ``address``'s paged messages up to order key ``upto`` joined their
+    queues; ``acks``: what the queues' policies removed meanwhile."""
+    return {"addr": address, "upto": [int(upto[0]), int(upto[1])], "acks": acks}
 
 
 def field(payload: Mapping[str, Any], key: str, default: Optional[Any] = None) -> Any:

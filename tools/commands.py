@@ -146,8 +146,8 @@ def register(main: click.Group) -> None:
                 r[k] = "Y" if r[k] else "N"
         table(f"queues of {directory}", rows,
               ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
-               "ring_size", "last_value_key", "non_destructive", "messages", "delivering",
-               "scheduled", "consumers_at_last_close", "bytes"],
+               "ring_size", "last_value_key", "non_destructive", "messages", "paged",
+               "delivering", "scheduled", "consumers_at_last_close", "bytes"],
               {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
                "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
                "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
@@ -166,7 +166,11 @@ def register(main: click.Group) -> None:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return
         table(f"addresses of {directory}", rows,
-              ["address", "routing_types", "queues", "auto_created", "messages"])
+              ["address", "routing_types", "queues", "auto_created", "messages", "held",
+               "bytes", "paging", "paged", "paged_bytes"])
+        console.print("messages: references on its queues; held: messages it holds (each "
+                      "once) against its max_size limits, with their body bytes; paged: held "
+                      "as paged (PAGE policy)")
 
     @main.command("export")
     @STORE

@@ -97,6 +97,7 @@ class OfflineStore:
                          "last_value_key": cfg.get("last_value_key"),
                          "non_destructive": bool(cfg.get("non_destructive", False)),
                          "messages": count,
+                         "paged": q.paged,
                          "delivering": delivering,
                          "scheduled": 0,
                          "consumers_at_last_close": consumers.get(q.name),
@@ -112,15 +113,21 @@ class OfflineStore:
                 for s in self.journal.segments()]
 
     def address_rows(self) -> List[Dict[str, Any]]:
-        """The listing of addresses: routing types, queues, messages on them."""
+        """The listing of addresses: routing types, queues, references on them (messages),
+        the durable messages they hold (each once) and their body bytes, paged ones apart."""
         img = self.image
         rows = []
         for a in sorted(img.addresses.values(), key=lambda a: a.name):
             queues = sorted(q.name for q in img.queues.values() if q.address == a.name)
             msgs = sum(q.count for q in img.queues.values() if q.address == a.name)
+            held, size = img.ledger.size(a.name)
+            state = img.ledger.pages.get(a.name)
             rows.append({"address": a.name, "routing_types": ",".join(a.routing_types),
                          "queues": ",".join(queues), "auto_created": a.auto_created,
-                         "messages": msgs})
+                         "messages": msgs, "held": held, "bytes": size,
+                         "paging": state is not None,
+                         "paged": state.messages if state is not None else 0,
+                         "paged_bytes": state.size if state is not None else 0})
         return rows
 
 

@@ -103,10 +103,11 @@ def test_queue_names_walk_matches_the_reference() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from([5, 6, 7, 8]),
+@given(st.lists(st.tuples(st.sampled_from([5, 6, 7, 8, 11]),
                           st.one_of(values, st.dictionaries(st.sampled_from(
                               ["mid", "addr", "q", "body", "props", "ts", "exp", "m", "r", "n",
-                               "tx", "msgs", "acks", "other"]), values, max_size=6))),
+                               "tx", "msgs", "acks", "upto", "other"]), values,
+                                                max_size=6))),
                 min_size=1, max_size=6),
        st.one_of(st.none(), st.sampled_from(["MESSAGE", "ACK", "DELIVERY"])))
 def test_any_payload_shape_gives_the_reference_rows(records: List[Tuple[int, Any]],
@@ -132,3 +133,13 @@ def test_a_payload_that_is_not_a_map_is_one_damaged_row() -> None:
     assert [(r[2], r[3], r[16]) for r in got] == [(1, "MESSAGE", False), (2, "TX", False),
                                                  (3, "ACK", True)]
     assert got[0][17].startswith("payload has an unexpected shape")
+
+
+def test_a_depage_record_is_a_row_with_its_address_and_its_acks() -> None:
+    """DEPAGE (paged messages joined their queues): one row naming the address, and one ACK
+    row per reference the queues' policies removed as they joined."""
+    buf = segment([(int(RecordKind.DEPAGE), pack({"addr": "orders", "upto": [5, 0], "acks": [
+        {"q": 2, "m": 10, "r": "evicted"}, {"q": 3, "m": 11, "r": "replaced"}]}))])
+    got = same(buf)
+    assert [(r[3], r[6]) for r in got] == [("DEPAGE", "orders"), ("ACK", None), ("ACK", None)]
+    assert [r[7] for r in got[1:]] == ["sub2", "sub3"]

@@ -195,6 +195,11 @@ class EntryColumns:
                 self._message(seg, info, m, tx)
             for a in p.get("acks", ()):
                 self._ack(seg, info, a, tx)
+        elif kind == RecordKind.DEPAGE:  # paged messages joined their queues; ring/LVQ acks
+            self._row(seg, info.offset, info.lsn, "DEPAGE", None, None, p.get("addr"), None,
+                      None, None, None, None, None, None, None, True, None)
+            for a in p.get("acks", ()):
+                self._ack(seg, info, a, None)
         elif kind == RecordKind.DELIVERY:
             self._row(seg, info.offset, info.lsn, "DELIVERY", None, p.get("m"), None,
                       self._q(p.get("q")), None, None, None, p.get("n"), None, None, None, True,

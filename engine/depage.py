@@ -1,0 +1,83 @@
+"""Depaging: an address's paged messages join their queues, oldest first (seed 000 §4).
+
+A queue that has nothing left on it but paged references asks for more (a consumer, a browser
+past the end, a non-destructive cursor): its address moves its oldest paged messages, up to a
+refill's worth, onto every queue they were routed to, in order. As each reference joins, the
+queue's policies decide as for a new arrival (a ring removes its head, a last-value queue
+replaces the older value); one DEPAGE record journals the move and those decisions together,
+so a reopen finds the same split between paged and queued. Until that record is durable a
+crash only leaves the messages paged: the DELIVERY records that hand them out come after it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+
+from engine.addressfull import AddressSizes
+from engine.queue import MessageRef, Order, Queue
+from journal import Ticket
+from recovery import schema
+from recovery.schema import RecordKind
+
+Removal = Tuple[MessageRef, str]
+
+
+class Writer(Protocol):
+    """What depaging needs of the broker: the clock, address sizes, the write path."""
+
+    sizes: AddressSizes
+
+    def now_ms(self) -> int: ...
+
+    def write(self, records: List[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket: ...
+
+
+class PagingAddress(Protocol):
+    """An address: its name and its queues by name."""
+
+    name: str
+    queues: Dict[str, Queue]
+
+
+def depage(broker: Writer, addr: PagingAddress, want: int
+           ) -> Tuple[List[Removal], Optional[Ticket], Sequence[Queue]]:
+    """Move up to ``want`` of ``addr``'s oldest paged messages onto their queues (broker lock
+    held).
+
+    Returns:
+        What the queues' policies removed (detached; the caller forgets them and wakes
+        waiting consumers), the ticket of the DEPAGE record (``None`` when nothing was
+        journaled), and the queues that received references.
+
+    Raises:
+        JournalError: the write failed (the broker fail-stops).
+    """
+    now = broker.now_ms()
+    queues = [q for q in addr.queues.values() if q.paged.count()]
+    firsts = {q.id: q.paged.first(q, want) for q in queues}
+    orders = sorted({ref.order for refs in firsts.values() for ref in refs})[:want]
+    if not orders:
+        return [], None, []
+    upto = orders[-1]
+    removals: List[Removal] = []
+    journaled: Optional[Order] = None
+    touched = []
+    for q in queues:
+        joining = [ref for ref in firsts[q.id] if ref.order <= upto]
+        for ref in joining:
+            removals += q.add_tail(ref, now, arrival=False)
+            q.paged.taken(ref)
+            if ref.journaled:
+                journaled = ref.order if journaled is None else max(journaled, ref.order)
+            elif not ref.msg.journaled:
+                broker.sizes.depaged_transient(ref.msg)
+        if joining:
+            touched.append(q)
+    acks = [schema.ack(r.queue.id, r.msg.mid, why) for r, why in removals if r.journaled]
+    ticket = None
+    if journaled is not None or acks:
+        ticket = broker.write([(RecordKind.DEPAGE,
+                                schema.depage(addr.name, journaled or (0, 0), acks))])
+    for q in touched:
+        q.written()
+    return removals, ticket, touched

@@ -1,0 +1,58 @@
+"""Message references: one message on one queue (``MessageRef``), and their order keys.
+
+A multicast message is stored once (``engine.paging.StoredMessage``) and referenced from every
+queue it was routed to; each reference carries what is per queue: its order key, its delivery
+count, the consumer holding it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence, Tuple
+
+from engine.paging import StoredMessage
+from recovery.entries import below
+
+__all__ = ["MessageRef", "Order", "PENDING", "below", "kept_body"]
+
+Order = Tuple[int, ...]
+PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
+
+
+def kept_body(body: bytes, journaled: Sequence[Any], queues: Sequence[Any]
+              ) -> Optional[bytes]:
+    """The body a ``StoredMessage`` keeps in memory: ``None`` when every queue reached journals
+    the message (the body is read from its record), else ``body``. A queue that does not
+    journal it (a non-durable queue, or a non-durable message) may still hold the message after
+    the journaled references are settled and the record is reclaimed or compacted away."""
+    return None if journaled and len(journaled) == len(queues) else body
+
+
+class MessageRef:
+    """One message on one queue.
+
+    Attributes:
+        msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
+        it there (for one not journaled: the key of the journaled one before it, then its
+        arrival number, so they sort together; ``PENDING`` until written).
+        delivery_count: times handed to a consumer.
+        consumer: the consumer holding it while in delivery, else ``None``.
+        journaled: whether its state is in the journal (durable message on a durable queue).
+        seq: arrival number on its queue. in_queue: whether it is on the ready list.
+        taken: the broker-wide number of its last delivery (consumption order, as the LSNs
+        of the DELIVERY records are).
+    """
+
+    __slots__ = ("msg", "queue", "order", "delivery_count", "consumer", "journaled", "seq",
+                 "in_queue", "taken")
+
+    def __init__(self, msg: StoredMessage, queue: Any, order: Order,
+                 delivery_count: int = 0, journaled: bool = False) -> None:
+        self.msg = msg
+        self.queue = queue
+        self.order = order
+        self.delivery_count = delivery_count
+        self.consumer: Any = None
+        self.journaled = journaled
+        self.seq = 0          # position in the queue's arrival order (non-destructive cursors)
+        self.in_queue = False  # on the ready list
+        self.taken = 0

@@ -1,0 +1,372 @@
+"""Address-full policies (seed 000 §4, Artemis max-size-bytes / max-size-messages /
+address-full-policy / global-max-size): PAGE, DROP, FAIL, BLOCK (threads and asyncio), paged
+messages and ring / last-value queues, paging across reopen, crash and index rebuild."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import time
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from engine import (AddressFullError, AddressFullPolicy, AddressSettings, AsyncSession, Broker,
+                    Message, QueueConfig, RoutingType)
+from engine.errors import InvalidArgumentError
+from journal import JournalOptions, SimulatedFileSystem
+from recovery import MemoryIndex
+
+OPTS = JournalOptions(segment_size=256 * 1024)
+
+
+def open_broker(d: Path, settings: AddressSettings, **kw) -> Broker:
+    return Broker.open(str(d / "s"), journal_options=OPTS, expiry_scan_ms=0,
+                       address_settings={"q": settings}, **kw)
+
+
+def make_queue(b: Broker, name: str = "q", **config) -> None:
+    if "q" not in b.address_names():
+        b.create_address("q", {RoutingType.ANYCAST, RoutingType.MULTICAST})
+    b.create_queue(QueueConfig(name, "q", **config))
+
+
+def limited(d: Path, policy: AddressFullPolicy, **limits: int) -> Broker:
+    """A broker whose address ``q`` (one durable queue ``q``) has these limits and policy."""
+    b = open_broker(d, AddressSettings(address_full_policy=policy, **limits))
+    make_queue(b)
+    return b
+
+
+def send(b: Broker, n: int, start: int = 0, durable: bool = True, **props) -> None:
+    with b.session() as s:
+        for i in range(start, start + n):
+            s.send("q", Message(b"%d" % i, dict(props, i=i), durable=durable))
+
+
+def drain(b: Broker, queue: str = "q") -> List[int]:
+    got = []
+    with b.session() as s:
+        c = s.create_consumer(queue, window=10)
+        while (batch := c.receive_many(10, timeout=0)):
+            got += [int(d.message.body) for d in batch]
+            s.ack_many(batch)
+    return got
+
+
+# -- FAIL and DROP ----------------------------------------------------------------------------
+def test_fail_refuses_the_send_and_stores_nothing(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=3,
+                                              address_full_policy=AddressFullPolicy.FAIL))
+    make_queue(b, "q1", routing_type=RoutingType.MULTICAST)
+    make_queue(b, "q2", routing_type=RoutingType.MULTICAST)
+    send(b, 3)  # multicast: each message counts once, not once per queue
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.address_size, info.full_policy) == (3, 3, "FAIL")
+    with pytest.raises(AddressFullError) as err:
+        send(b, 1, 3)
+    assert err.value.address == "q" and err.value.limit == "max_size_messages"
+    with pytest.raises(AddressFullError):  # a batch that would cross the limit fails whole
+        with b.session() as s:
+            s.send_many("q", [Message(b"x")])
+    assert b.queue_info("q1").message_count == 3
+    assert drain(b, "q1") == [0, 1, 2]
+    assert b.address_info("q").number_of_messages == 3  # q2 still holds them
+    assert drain(b, "q2") == [0, 1, 2]
+    send(b, 2, 3)  # room again
+    assert drain(b, "q1") == [3, 4]
+    b.close()
+
+
+def test_a_message_in_delivery_counts_until_acked(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.FAIL, max_size_bytes=2)
+    send(b, 1, 10)  # b"10": 2 bytes, the limit
+    with b.session() as s:
+        d = s.create_consumer("q").receive(timeout=0)
+        with pytest.raises(AddressFullError) as err:
+            send(b, 1)
+        assert err.value.limit == "max_size_bytes"
+        d.ack()
+    send(b, 1)
+    assert drain(b) == [0]
+    b.close()
+
+
+def test_drop_drops_and_counts(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.DROP, max_size_messages=2)
+    with b.session() as s:
+        s.send_many("q", [Message(b"%d" % i) for i in range(5)])
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.dropped_count, info.paging) == (2, 3, False)
+    assert drain(b) == [0, 1]
+    b.close()
+
+
+def test_global_max_size_makes_every_address_full(tmp_path: Path) -> None:
+    b = Broker.open(str(tmp_path / "s"), journal_options=OPTS, expiry_scan_ms=0,
+                    global_max_size=10, address_settings={
+                        "#": AddressSettings(address_full_policy=AddressFullPolicy.FAIL)})
+    for name in ("x", "y"):
+        b.create_address(name)
+        b.create_queue(QueueConfig(name, name))
+    with b.session() as s:
+        s.send("x", Message(b"0123456789"))
+        with pytest.raises(AddressFullError) as err:
+            s.send("y", Message(b"1"))
+    assert err.value.limit == "global_max_size"
+    b.close()
+
+
+def test_transient_messages_count_and_free_their_room(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=2,
+                                              address_full_policy=AddressFullPolicy.FAIL))
+    make_queue(b, durable=False)
+    send(b, 2, durable=False)
+    with pytest.raises(AddressFullError):
+        send(b, 1, durable=False)
+    assert drain(b) == [0, 1]
+    assert b.address_info("q").number_of_messages == 0
+    send(b, 2, durable=False)
+    b.close()
+
+
+def test_transactions_fail_whole_at_commit_and_drop_at_commit(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.FAIL, max_size_messages=2)
+    with b.session(transacted=True) as tx:
+        tx.send_many("q", [Message(b"0"), Message(b"1")])
+        send(b, 2, 5)  # fills the address before the commit
+        with pytest.raises(AddressFullError):
+            tx.commit()
+        tx.rollback()
+    assert drain(b) == [5, 6]
+    b.set_address_settings("q", AddressSettings(max_size_messages=1,
+                                                address_full_policy=AddressFullPolicy.DROP))
+    with b.session(transacted=True) as tx:
+        tx.send_many("q", [Message(b"0"), Message(b"1")])
+        tx.commit()
+    assert drain(b) == [0] and b.address_info("q").dropped_count == 1
+    b.close()
+
+
+def test_settings_values_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError):
+        AddressSettings(address_full_policy="PAGE").validated()  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgumentError):
+        AddressSettings(max_size_bytes=-2).validated()
+    assert AddressSettings.from_record({"address_full_policy": "block"}).address_full_policy \
+        == AddressFullPolicy.BLOCK
+    with pytest.raises(InvalidArgumentError):
+        AddressSettings.from_record({"address_full_policy": "spill"})
+    with pytest.raises(InvalidArgumentError):
+        Broker.open(str(tmp_path / "s"), global_max_size=-5)
+
+
+def test_limits_survive_reopen_without_reading_messages(tmp_path: Path) -> None:
+    st = AddressSettings(max_size_messages=3, address_full_policy=AddressFullPolicy.FAIL)
+    b = open_broker(tmp_path, st)
+    make_queue(b)
+    send(b, 3)
+    b.close()
+    b = open_broker(tmp_path, st, rebuild_index=True)
+    assert b.address_info("q").number_of_messages == 3
+    b.close()
+    b = open_broker(tmp_path, st)
+    assert (b.address_info("q").number_of_messages, b.address_info("q").address_size) == (3, 3)
+    with pytest.raises(AddressFullError):
+        send(b, 1)
+    b.close()
+
+
+# -- BLOCK ------------------------------------------------------------------------------------
+def test_block_waits_in_a_thread_until_an_ack_makes_room(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.BLOCK, max_size_messages=2)
+    send(b, 2)
+    done = threading.Event()
+
+    def producer() -> None:
+        send(b, 2, 2)
+        done.set()
+
+    t = threading.Thread(target=producer)
+    t.start()
+    assert not done.wait(0.3)  # blocked: the address is full
+    assert b.queue_info("q").message_count == 2
+    with b.session() as s:
+        c = s.create_consumer("q")
+        for _ in range(2):
+            c.receive(timeout=5).ack()
+    assert done.wait(5)
+    t.join()
+    assert drain(b) == [2, 3]
+    b.close()
+
+
+def test_block_times_out_with_what_was_sent(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.BLOCK, max_size_messages=2)
+    with b.session() as s:
+        start = time.monotonic()
+        with pytest.raises(AddressFullError) as err:
+            s.send_many("q", [Message(b"%d" % i) for i in range(4)], timeout=0.2)
+        assert time.monotonic() - start >= 0.2
+    assert err.value.sent == 2 and err.value.limit == "timeout"
+    assert drain(b) == [0, 1]
+    b.close()
+
+
+def test_block_awaits_in_asyncio_without_blocking_the_loop(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.BLOCK, max_size_messages=1)
+
+    async def main() -> List[int]:
+        s = AsyncSession(b.session())
+        c = s.create_consumer("q")
+        got: List[int] = []
+
+        async def consume() -> None:
+            while len(got) < 5:
+                d = await c.receive(timeout=5)
+                assert d is not None
+                got.append(int(d.message.body))
+                await c.ack(d)
+
+        consumer = asyncio.ensure_future(consume())
+        for i in range(5):  # each send waits for the consumer's ack, on the same loop
+            await s.send("q", Message(b"%d" % i), timeout=5)
+        await consumer
+        with pytest.raises(AddressFullError):
+            await s.send("q", Message(b"5"))
+            await s.send("q", Message(b"6"), timeout=0.1)
+        s.close()
+        return got
+
+    assert asyncio.run(main()) == [0, 1, 2, 3, 4]
+    b.close()
+
+
+# -- PAGE -------------------------------------------------------------------------------------
+def test_page_keeps_order_counts_and_ends_when_drained(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=5))
+    make_queue(b)
+    send(b, 20)
+    info, q = b.address_info("q"), b.queue_info("q")
+    assert (info.paging, info.number_of_messages, info.paged_count) == (True, 5, 15)
+    assert info.paged_bytes == sum(len(b"%d" % i) for i in range(5, 20))
+    assert (q.message_count, q.paged_count, q.messages_added) == (20, 15, 20)
+    with b.session() as s:
+        assert [int(m.message.body) for m in s.create_browser("q")] == list(range(20))
+    assert drain(b) == list(range(20))
+    info = b.address_info("q")
+    assert (info.paging, info.number_of_messages, info.paged_count) == (False, 0, 0)
+    send(b, 3)  # not paging any more: below the limit, nothing pages
+    assert b.address_info("q").paged_count == 0
+    b.close()
+
+
+def test_paged_messages_do_not_count_against_a_ring(tmp_path: Path) -> None:
+    """Seed 000 §4: paged messages are reflected in message_count but not against ring-size;
+    when they join the queue the ring applies to them as to new arrivals."""
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=3))
+    make_queue(b, ring_size=3)
+    send(b, 10)
+    q = b.queue_info("q")
+    assert (q.message_count, q.paged_count, q.messages_killed) == (10, 7, 0)
+    assert drain(b) == [0, 1, 2, 7, 8, 9]  # 3..6 were removed by the ring as they joined
+    assert b.queue_info("q").messages_killed == 4
+    b.close()
+
+
+def test_last_value_applies_when_paged_messages_join(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=2))
+    make_queue(b, last_value_key="k")
+    with b.session() as s:
+        for i, k in enumerate("abab" "ab"):
+            s.send("q", Message(b"%d" % i, {"k": k}))
+    assert b.queue_info("q").paged_count == 4
+    assert drain(b) == [0, 1, 4, 5]  # a, b, then the last a and b replaced the paged ones
+    b.close()
+
+
+def test_multicast_paging_with_a_slow_subscriber(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=4))
+    make_queue(b, "fast", routing_type=RoutingType.MULTICAST)
+    make_queue(b, "slow", routing_type=RoutingType.MULTICAST, durable=False)
+    send(b, 30)
+    assert drain(b, "fast") == list(range(30))  # the slow one does not hold it back
+    assert b.queue_info("slow").message_count == 30
+    assert b.address_info("q").number_of_messages == 30  # all joined their queues
+    assert drain(b, "slow") == list(range(30))
+    assert not b.address_info("q").paging
+    b.close()
+
+
+def test_non_destructive_queue_on_a_paging_address(tmp_path: Path) -> None:
+    b = open_broker(tmp_path, AddressSettings(max_size_messages=2))
+    make_queue(b, non_destructive=True)
+    send(b, 6)
+    with b.session() as s:
+        c = s.create_consumer("q")
+        got = []
+        while (d := c.receive(timeout=0)) is not None:
+            got.append(int(d.message.body))
+            d.ack()
+    assert got == list(range(6)) and b.queue_info("q").message_count == 6
+    b.close()
+
+
+@pytest.mark.parametrize("how", ["close", "kill", "rebuild"])
+def test_paging_state_survives_reopen(tmp_path: Path, how: str) -> None:
+    st = AddressSettings(max_size_messages=4)
+    b = open_broker(tmp_path, st, checkpoint_records=7, memory_budget=4096)  # depage 2 by 2
+    make_queue(b, "q1", routing_type=RoutingType.MULTICAST)
+    make_queue(b, "q2", routing_type=RoutingType.MULTICAST)
+    send(b, 12)
+    send(b, 3, 100, durable=False)  # transient ones are lost at a restart, paged or not
+    s = b.session()  # q1 takes some: paged messages join both queues
+    c = s.create_consumer("q1")
+    ds = [c.receive(timeout=0) for _ in range(6)]
+    s.ack_many(ds[:5])  # the sixth stays in delivery: a close or a restart returns it
+    before = b.queue_info("q1")
+    if how == "close":
+        b.close()
+    else:  # the process dies: nothing more is written
+        b._storage.release()  # type: ignore[union-attr]
+    b = open_broker(tmp_path, st, rebuild_index=how == "rebuild")
+    info = b.address_info("q")
+    assert info.paging
+    assert info.number_of_messages + info.paged_count == 12  # q2 holds them all
+    assert b.queue_info("q1").message_count == before.message_count - 3
+    assert b.queue_info("q2").message_count == 12
+    assert drain(b, "q1") == list(range(5, 12))
+    assert drain(b, "q2") == list(range(12))
+    assert not b.address_info("q").paging
+    b.close()
+
+
+def test_power_loss_after_a_depage_keeps_order_and_paging() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    st = {"q": AddressSettings(max_size_messages=2)}
+
+    def opened(fs: SimulatedFileSystem, index: MemoryIndex) -> Broker:
+        return Broker.open("/s", fs=fs, index=index, journal_options=OPTS,
+                           address_settings=st, expiry_scan_ms=0, checkpoint_records=3)
+
+    b = opened(fs, index)
+    make_queue(b)
+    send(b, 6)
+    with b.session() as s:  # the third receive depages: a DEPAGE record, then the delivery
+        c = s.create_consumer("q")
+        for _ in range(3):
+            c.receive(timeout=0).ack()
+    send(b, 1, 6, durable=False)  # a transient message, paged (the address still pages)
+    assert b.address_info("q").paging
+    for keep_index in (True, False):
+        crashed = fs.crash(keep=0)
+        crashed_index = index.crash(random.Random(1)) if keep_index else MemoryIndex()
+        b2 = opened(crashed, crashed_index)
+        assert b2.queue_info("q").message_count == 3
+        assert b2.address_info("q").number_of_messages + b2.address_info("q").paged_count == 3
+        with b2.session() as s:
+            assert [int(m.message.body) for m in s.create_browser("q")] == [3, 4, 5]
+        b2.close()
+    assert drain(opened(fs.crash(keep=0), index.crash(random.Random(2)))) == [3, 4, 5]
