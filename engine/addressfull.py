@@ -74,9 +74,13 @@ class AddressSizes:
         """A message journaled nowhere was placed on its address's queues (as paged or
         not)."""
         msg.paged = paged
-        _add(self.transient_paged if paged else self.transient, msg.address, 1, msg.size)
+        self.count_transient(msg.address, msg.size, paged)
+
+    def count_transient(self, address: str, size: int, paged: bool) -> None:
+        """One more message journaled nowhere held by ``address`` (``size`` body bytes)."""
+        _add(self.transient_paged if paged else self.transient, address, 1, size)
         if not paged:
-            self.transient_bytes += msg.size
+            self.transient_bytes += size
 
     def depaged_transient(self, msg: StoredMessage) -> None:
         """Such a message joined its queues: it counts in its address's size now."""
@@ -96,6 +100,9 @@ class AddressSizes:
         """The limit ``address`` has reached (``"max_size_bytes"``, ``"max_size_messages"``,
         ``"global_max_size"``) when it also held ``extra`` (messages, bytes) and all
         addresses ``extra_total`` bytes more; ``None`` when it has room."""
+        if self.global_max_size < 0 and (st.max_size_bytes is None or st.max_size_bytes < 0) \
+                and (st.max_size_messages is None or st.max_size_messages < 0):
+            return None  # no limit: nothing to count (the common case, on every send)
         n, b = self.size(address)
         if st.max_size_bytes is not None and st.max_size_bytes >= 0 and \
                 b + extra[1] >= st.max_size_bytes:

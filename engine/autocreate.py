@@ -9,18 +9,16 @@ once it has no queues. Every function runs with the broker lock held (it is re-e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
+from engine.core import BrokerCore
 from engine.errors import QueueNotFoundError
 from engine.model import QueueConfig, RoutingType
 from engine.names import Destination
 from engine.queue import Queue
 
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Broker
 
-
-def for_send(broker: "Broker", dest: Destination) -> None:
+def for_send(broker: BrokerCore, dest: Destination) -> None:
     """Create what a send to ``dest`` needs, when the settings allow."""
     st = broker.settings.resolve(dest.address)
     addr = broker.addresses.get(dest.address)
@@ -46,7 +44,7 @@ def for_send(broker: "Broker", dest: Destination) -> None:
                                         auto_created=True))
 
 
-def for_consume(broker: "Broker", dest: Destination) -> Queue:
+def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
     """The queue to consume from for ``dest``, created when missing and allowed.
 
     Raises:
@@ -72,7 +70,7 @@ def for_consume(broker: "Broker", dest: Destination) -> Queue:
     return broker.queues[name]
 
 
-def maybe_delete(broker: "Broker", queue: Optional[Queue]) -> None:
+def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     """Delete an auto-created queue left with no consumers and no messages, then its
     auto-created address left with no queues, when the settings say so."""
     if queue is None or broker.queues.get(queue.name) is not queue:

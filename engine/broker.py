@@ -2,10 +2,11 @@
 
 ``Broker`` owns the runtime state (addresses, queues, messages) and the storage
 (``engine.persistence``). All state changes happen under one lock, in the order their records
-get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing,
-delivery and settlement live in ``engine.delivery``; sessions and consumers in
-``engine.session``; opening the directory in ``engine.opening``; ending deliveries at close and
-reopen in ``engine.restart``.
+get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing
+and placement live in ``engine.placement``, delivery and settlement in ``engine.delivery``
+(both typed against ``engine.core.BrokerCore``, so neither imports this module); sessions and
+consumers in ``engine.session``; what addresses hold in ``engine.addressfull``; opening the
+directory in ``engine.opening``; ending deliveries at close and reopen in ``engine.restart``.
 
 Why over 500 lines: most of it is the public management API (addresses, queues, settings,
 statistics), each method a short locked step with its docstring; splitting it by verb would
@@ -25,7 +26,10 @@ from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, Q
                           RoutingType, now_ms, parse_routing_types)
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
+from engine.delivery import serve_waiters
 from engine.restart import end_open_deliveries, end_recovered_deliveries
+from engine.restore import restore_messages
+from engine.session import Session
 from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              check_queue_config, checked_settings, resolve_queue_config)
@@ -34,6 +38,7 @@ from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.policies import build_policies
 from engine.address import Address
 from engine.addressfull import UNLIMITED, AddressSizes, Room
+from engine.pagefile import PageFile
 from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
                            MessageCache, StoredMessage)
 from engine.queue import MessageRef, Queue
@@ -53,11 +58,15 @@ class Broker:
                  syntax: WildcardSyntax = DEFAULT_SYNTAX,
                  clock: Optional[Callable[[], int]] = None,
                  memory_budget: int = DEFAULT_BUDGET,
-                 global_max_size: int = UNLIMITED) -> None:
+                 global_max_size: int = UNLIMITED,
+                 pages: Optional[PageFile] = None) -> None:
         self._p = persistence
         self.budget = MemoryBudget(memory_budget)
         self.sizes = AddressSizes(persistence.image, global_max_size)
         self.cache = MessageCache(self.budget, self._transient_gone)
+        self.pages = pages
+        if pages is not None:
+            pages.held = self.cache.get
         persistence.image.released = self._image_released
         self.reader = IndexReader(persistence.image, self.cache, self._index_damaged)
         self.recovery_report = report
@@ -148,8 +157,9 @@ class Broker:
         rec = storage.recovered
         try:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
+            pages = PageFile(fs, f"{directory.rstrip('/')}/paging")
             broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget,
-                         global_max_size)
+                         global_max_size, pages)
             broker._storage = storage
             end_recovered_deliveries(broker, rec.image)
             for match, values in entries.items():
@@ -198,7 +208,7 @@ class Broker:
             state = image.ledger.pages.get(config.address)
             return None if state is None else state.start
         return Queue(qid, config, self.cache, self.reader if config.durable else None,
-                     build_policies(config), page_start)
+                     build_policies(config), page_start, self.pages)
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -210,7 +220,6 @@ class Broker:
     def close(self) -> None:
         """Close every session (cancelling unacked deliveries), write a checkpoint, close the
         journal and the index. Safe to call twice."""
-        from engine.session import Session
         if self._closed:
             return
         with self.lock:
@@ -231,6 +240,8 @@ class Broker:
             except JournalError:
                 pass  # the journal failed: nothing more to save; recovery runs at open
             finally:
+                if self.pages is not None:
+                    self.pages.close()
                 if self._storage is not None:
                     self._storage.release()
                 else:
@@ -497,14 +508,34 @@ class Broker:
         """The image let a message go (its durable references are gone): one RAM still holds
         on a queue journaled nowhere is journaled nowhere from now on, and counted as such."""
         msg = self.cache.get(gone.mid)
+        counted = msg is not None and msg.journaled
         if msg is not None and msg.journaled:
             msg.journaled = False
             self.sizes.add_transient(msg, paged)
+        if self.pages is not None and self.pages.image_released(gone.mid, paged) and \
+                not counted:  # only a page file holds it now, for a queue that journals none
+            self.sizes.count_transient(gone.address, gone.body_size, paged)
 
     def _transient_gone(self, msg: StoredMessage) -> None:
-        """A message journaled nowhere left its last queue: its address has room again."""
+        """A message journaled nowhere left its last queue (unless a queue still has it paged
+        in a page file): its address has room again."""
+        if self.pages is not None and self.pages.paged_elsewhere(msg.mid):
+            return
         self.sizes.release_transient(msg)
         self.room.notify()
+
+    def serve(self, queue: Queue) -> None:
+        """Give ``queue``'s available messages to consumers blocked in receive (lock held)."""
+        serve_waiters(self, queue)
+
+    def read_body(self, mid: int) -> bytes:
+        """The body of durable message ``mid``, read from its record (lock held).
+
+        Raises:
+            KeyError: the store no longer holds it. BrokerFailedError: a storage error (the
+                broker fail-stops).
+        """
+        return self._guard(self._p.read_body, mid)  # type: ignore[no-any-return]
 
     def drop_message_ref(self, ref: MessageRef) -> None:
         """Forget a reference that left its queue; RAM lets the message go with its last
@@ -552,7 +583,8 @@ class Broker:
                                     p.journal.statistics(), p.last_checkpoint_lsn,
                                     p.checkpoint_failures, p.last_checkpoint_error,
                                     self._failure is not None, self.budget.statistics(),
-                                    p.index.commits, p.index.written)
+                                    p.index.commits, p.index.written,
+                                    self.pages.statistics() if self.pages else None)
 
     def checkpoint(self) -> int:
         """Write an index checkpoint now; returns its LSN.
@@ -583,12 +615,10 @@ class Broker:
     def restore_messages(self, items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
         """Put messages back exactly as exported (``mqstore import``); see
         ``engine.restore.restore_messages``."""
-        from engine.restore import restore_messages
         restore_messages(self, items)
 
-    def session(self, transacted: bool = False):  # type: ignore[no-untyped-def]
+    def session(self, transacted: bool = False) -> Session:
         """A new session (``engine.session.Session``); use it as a context manager."""
-        from engine.session import Session
         with self.lock:
             self.check_open()
             s = Session(self, transacted)

@@ -11,29 +11,26 @@ crash the message is in exactly one place.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+from engine.core import BrokerCore
 from engine.autocreate import maybe_delete
 from engine.model import Message
 from engine.names import Destination
+from engine.placement import Placement, body_of, forget, route
 from engine.queue import MessageRef
 from journal import Ticket
 from recovery import schema
 from recovery.schema import AckReason
 
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Broker
-
 ORIG_ADDRESS = "_AMQ_ORIG_ADDRESS"
 ORIG_QUEUE = "_AMQ_ORIG_QUEUE"
 
 
-def move_out(broker: "Broker", items: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
+def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
     """Remove references (not on a ready list any more) for good, copying each to its queue's
     expiry address (reason "expired") or dead-letter address (other reasons) when set."""
-    from engine import delivery as ops
-
-    placement = ops.Placement(broker)
+    placement = Placement(broker)
     acks = []
     for ref, reason in items:
         queue = ref.queue
@@ -41,29 +38,29 @@ def move_out(broker: "Broker", items: Sequence[Tuple[MessageRef, str]]) -> Optio
         target = settings.expiry_address if reason == AckReason.EXPIRED.value \
             else settings.dead_letter_address
         if target and target in broker.addresses:
-            body = ops.body_of(broker, ref.msg)
+            body = body_of(broker, ref.msg)
             props = dict(ref.msg.properties)
             props[ORIG_ADDRESS] = ref.msg.address
             props[ORIG_QUEUE] = queue.name
             copy = Message(body, props, ref.msg.durable, ref.msg.priority, 0, ref.msg.timestamp)
-            addr, queues = ops.route(broker, Destination(target))
+            addr, queues = route(broker, Destination(target))
             placement.add(addr.name, queues, copy)
         if ref.journaled:
             acks.append(schema.ack(queue.id, ref.msg.mid, reason))
     ticket = placement.write(acks, as_tx=True)
     for ref, reason in items:
-        ops.forget(broker, ref, reason)
+        forget(broker, ref, reason)
     for queue in {ref.queue.id: ref.queue for ref, _r in items}.values():
         maybe_delete(broker, queue)  # seed 004 §4.18: no consumers and no messages left
     return ticket
 
 
-def expire_now(broker: "Broker", refs: List[MessageRef]) -> Optional[Ticket]:
+def expire_now(broker: BrokerCore, refs: List[MessageRef]) -> Optional[Ticket]:
     """Expire references already taken off their ready lists."""
     return move_out(broker, [(r, AckReason.EXPIRED.value) for r in refs])
 
 
-def expire_messages(broker: "Broker") -> Tuple[int, Optional[Ticket]]:
+def expire_messages(broker: BrokerCore) -> Tuple[int, Optional[Ticket]]:
     """Expire every ready message whose expiration has passed (lock held).
 
     Returns:

@@ -39,10 +39,19 @@ class PagingAddress(Protocol):
     queues: Dict[str, Queue]
 
 
-def depage(broker: Writer, addr: PagingAddress, want: int
+def message_key(ref: MessageRef) -> Order:
+    """A key that orders a reference by its message, the same on every queue: the journal
+    order of a journaled message (also for its copies on queues that do not journal it), else
+    the order its placement gave it (one per message, ``Placement``)."""
+    order = ref.order
+    return order[:2] if order[1] < 1 << 62 else order
+
+
+def depage(broker: Writer, addr: PagingAddress, asking: Queue, want: int
            ) -> Tuple[List[Removal], Optional[Ticket], Sequence[Queue]]:
-    """Move up to ``want`` of ``addr``'s oldest paged messages onto their queues (broker lock
-    held).
+    """Move ``addr``'s oldest paged messages, up to ``want`` of them, onto their queues in
+    order (broker lock held), for queue ``asking``: a queue that journals nothing and did not
+    ask keeps its own (it depends on no other queue's order).
 
     Returns:
         What the queues' policies removed (detached; the caller forgets them and wakes
@@ -53,17 +62,27 @@ def depage(broker: Writer, addr: PagingAddress, want: int
         JournalError: the write failed (the broker fail-stops).
     """
     now = broker.now_ms()
-    queues = [q for q in addr.queues.values() if q.paged.count()]
+    # a queue that journals nothing depends on no other: only the one that asks moves
+    queues = [q for q in addr.queues.values() if q.paged.count() and
+              (q is asking or q.paged.reader is not None)]
     firsts = {q.id: q.paged.first(q, want) for q in queues}
-    orders = sorted({ref.order for refs in firsts.values() for ref in refs})[:want]
-    if not orders:
+    keys = sorted({message_key(r) for refs in firsts.values() for r in refs})[:want]
+    if not keys:
         return [], None, []
-    upto = orders[-1]
+    upto = keys[-1]  # every queue's list holds all its references up to it (at most ``want``)
+    shared: Dict[int, Any] = {}  # read separately: one message object for all its queues,
+    for refs in firsts.values():  # the one with its body when a page file gave it
+        for r in refs:
+            if shared.setdefault(r.msg.mid, r.msg).body is None:
+                shared[r.msg.mid] = r.msg
+    for refs in firsts.values():
+        for r in refs:
+            r.msg = shared[r.msg.mid]
     removals: List[Removal] = []
     journaled: Optional[Order] = None
     touched = []
     for q in queues:
-        joining = [ref for ref in firsts[q.id] if ref.order <= upto]
+        joining = [r for r in firsts[q.id] if message_key(r) <= upto]
         for ref in joining:
             removals += q.add_tail(ref, now, arrival=False)
             q.paged.taken(ref)

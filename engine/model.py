@@ -255,6 +255,9 @@ class BrokerStatistics:
             references and messages in RAM, references paged out and back in.
         index_commits: index commits since open; index_entries_written: entries those
             commits wrote or deleted (each commit writes what changed, never the whole state).
+        page_files: the page files of paged messages journaled nowhere
+            (``engine.pagefile.PageFileStatistics``): files now, entries written, writes that
+            failed (those messages stayed in RAM), entries that did not read back (dropped).
     """
 
     addresses: int
@@ -268,3 +271,4 @@ class BrokerStatistics:
     memory: Any = None
     index_commits: int = 0
     index_entries_written: int = 0
+    page_files: Any = None

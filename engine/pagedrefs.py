@@ -7,18 +7,19 @@ come after all its other references in queue order (once an address pages, every
 to it pages until none is left), so they join the queue, in order, at its tail
 (``engine.depage``).
 
-Journaled ones are held by the index only (the live image knows which references are paged:
-``recovery.image.PageState``). Those journaled nowhere (non-durable messages or queues) cannot
-be read back from the index; they wait in RAM in order (their RAM is still charged to the
-budget: writing them where a restart drops them, Qpid's flow_to_disk, is the next step).
+They leave RAM: journaled ones are held by the index only (the live image knows which
+references are paged: ``recovery.ledger``); those journaled nowhere (non-durable messages or
+queues) go to the broker's page files (``engine.pagefile``; Qpid's flow_to_disk), which a
+restart drops with them. Only when a page file write fails does one wait in RAM.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable, Deque, Iterator, List, Optional
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from engine.paging import IndexReader, MessageCache
+from engine.pagefile import PageCursor, PageFile
+from engine.paging import IndexReader, MessageCache, StoredMessage
 from engine.refs import MessageRef, Order, below
 
 
@@ -28,27 +29,34 @@ class PagedRefs:
     Args:
         qid: the queue's id. cache: messages held in RAM. reader: the live index (``None``
             for a queue journaled nowhere). start: the order key from which the address's
-            journaled messages are paged (``None``: none is).
+            journaled messages are paged (``None``: none is). pages: the broker's page
+            files (``None``: references journaled nowhere stay in RAM).
 
     Attributes:
         on_disk: journaled paged references, held by the index only.
-        in_ram: paged references journaled nowhere, in queue order.
+        cursor: where the queue reads the page files, and how many of its references are
+            there.
+        in_ram: paged references journaled nowhere that a page file could not take, in order.
         incoming: paged references waiting for the write that gives them their order keys.
     """
 
     def __init__(self, qid: int, cache: MessageCache, reader: Optional[IndexReader],
-                 start: Callable[[], Optional[Order]]) -> None:
+                 start: Callable[[], Optional[Order]], pages: Optional[PageFile] = None
+                 ) -> None:
         self.qid = qid
         self.start = start
         self.cache = cache
         self.reader = reader
+        self.pages = pages
         self.on_disk = 0
+        self.cursor = PageCursor()
         self.in_ram: Deque[MessageRef] = deque()
         self.incoming: List[MessageRef] = []
+        self._read: Dict[int, Tuple[int, Tuple[int, int], int]] = {}
 
     def count(self) -> int:
         """Paged references of the queue."""
-        return self.on_disk + len(self.in_ram) + len(self.incoming)
+        return self.on_disk + self.cursor.ahead + len(self.in_ram) + len(self.incoming)
 
     def add(self, ref: MessageRef) -> None:
         """A reference routed to the queue while its address pages (before its write)."""
@@ -57,7 +65,7 @@ class PagedRefs:
 
     def written(self) -> None:
         """The references added since the last call have their order keys: journaled ones
-        leave RAM, the others wait in order."""
+        leave RAM, the others wait in order (unless ``spill`` moved them to a page file)."""
         for ref in self.incoming:
             if ref.journaled:
                 self.on_disk += 1
@@ -67,45 +75,74 @@ class PagedRefs:
                 self.in_ram.append(ref)
         self.incoming = []
 
+    def spilled(self, ref: MessageRef) -> None:
+        """``ref`` (not journaled, still incoming) was written to a page file: it leaves
+        RAM."""
+        self.incoming.remove(ref)
+        self.cursor.ahead += 1
+        self.cache.budget.paged_out += 1
+        self.cache.let_go(ref.msg, gone=False)
+
     def first(self, queue: object, limit: int, after: Optional[Order] = None
               ) -> List[MessageRef]:
         """Up to ``limit`` of the oldest paged references (after order key ``after`` when
-        given), in order, as new references of ``queue`` for those the index holds (not held
-        in RAM), merged with those waiting in RAM."""
-        rows = []
+        given), in order, as new references of ``queue`` (not held in RAM yet), read from the
+        index (from the address's paging start on) and the page files, merged with those
+        waiting in RAM."""
+        self._read = {}
+        out: List[MessageRef] = []
         start = self.start()
         if self.on_disk > 0 and self.reader is not None and start is not None:
             begin = below(start)
             if after is not None and after > begin:
                 begin = (after[0], after[1])
-            rows = self.reader.read(self.qid, begin, min(limit, self.on_disk))
-        out: List[MessageRef] = []
-        mem: Iterator[MessageRef] = (r for r in self.in_ram if after is None or r.order > after)
-        pending = next(mem, None)
-        for msg, order, delivered in rows:
-            while pending is not None and pending.order < order and len(out) < limit:
-                out.append(pending)
-                pending = next(mem, None)
-            if len(out) >= limit:
-                break
-            out.append(MessageRef(msg, queue, order, delivered, journaled=True))
-        while pending is not None and len(out) < limit:
-            out.append(pending)
-            pending = next(mem, None)
-        return out
+            out += [MessageRef(msg, queue, order, delivered, journaled=True) for msg, order,
+                    delivered in self.reader.read(self.qid, begin, min(limit, self.on_disk))]
+        if self.cursor.ahead and self.pages is not None:
+            for e in self.pages.read(self.qid, self.cursor, limit, after):
+                ref = MessageRef(e.msg, queue, e.order)
+                self._read[id(ref)] = (e.page, e.after, e.queues)
+                out.append(ref)
+        out += [r for r in self.in_ram if after is None or r.order > after][:limit]
+        out.sort(key=lambda r: r.order)
+        return out[:limit]
 
     def taken(self, ref: MessageRef) -> None:
-        """``ref``, one of the oldest (``first``), is no longer paged."""
-        if ref.journaled:
+        """``ref``, one of the oldest (``first``, in order), is no longer paged."""
+        spot = self._read.pop(id(ref), None)
+        if spot is not None:
+            page, (self.cursor.page, self.cursor.offset), queues = spot
+            self.cursor.ahead -= 1
+            assert self.pages is not None
+            self.pages.passed(ref.msg, page, queues)
+        elif ref.journaled:
             self.on_disk -= 1
         else:
             self.in_ram.popleft()
             self.cache.let_go(ref.msg)  # the queue holds it again as it joins
 
     def drop(self) -> List[MessageRef]:
-        """The queue is deleted: the references held in RAM (the caller releases them)."""
+        """The queue is deleted: the references held in RAM (the caller releases them); those
+        in page files are passed, and a message no queue has paged any more is gone."""
+        if self.cursor.ahead and self.pages is not None:
+            for e in self.pages.read(self.qid, self.cursor, self.cursor.ahead):
+                if self.pages.passed(e.msg, e.page, e.queues, taken=False) and \
+                        e.msg.refcount == 0:
+                    self.cache.forget(e.msg)
         out = list(self.in_ram) + self.incoming
         self.in_ram = deque()
         self.incoming = []
         self.on_disk = 0
+        self.cursor = PageCursor()
         return out
+
+
+def spill(pages: Optional[PageFile], msg: StoredMessage, refs: Sequence[MessageRef]) -> None:
+    """Write a paged message's references that are journaled nowhere (just written, so their
+    order keys are known) to the page files, so they leave RAM; on a failed write they stay."""
+    if pages is None or not refs or msg.body is None:
+        return
+    if pages.append(msg, msg.body, [(r.queue.id, r.order) for r in refs]) is None:
+        return
+    for ref in refs:
+        ref.queue.paged.spilled(ref)

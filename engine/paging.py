@@ -74,7 +74,8 @@ class StoredMessage:
     """
 
     __slots__ = ("mid", "address", "durable", "properties", "timestamp", "expiration",
-                 "priority", "body", "journaled", "refcount", "mem_size", "size", "paged")
+                 "priority", "body", "journaled", "refcount", "mem_size", "size", "paged",
+                 "__weakref__")
 
     def __init__(self, mid: int, address: str, durable: bool, properties: Dict[str, Any],
                  timestamp: int, expiration: int, priority: int, body: Optional[bytes],
@@ -198,8 +199,9 @@ class MessageCache:
             self.budget.messages += 1
             self.budget.charge(msg.mem_size)
 
-    def let_go(self, msg: StoredMessage) -> None:
-        """A reference to ``msg`` left RAM (settled, or paged out)."""
+    def let_go(self, msg: StoredMessage, gone: bool = True) -> None:
+        """A reference to ``msg`` left RAM (settled, or paged out). ``gone`` false: it went
+        to a page file (``engine.pagefile``), so the message is not gone with it."""
         msg.refcount -= 1
         self.budget.references -= 1
         self.budget.release(REF_BYTES)
@@ -207,8 +209,14 @@ class MessageCache:
             del self.by_id[msg.mid]
             self.budget.messages -= 1
             self.budget.release(msg.mem_size)
-            if not msg.journaled and self.gone is not None:
-                self.gone(msg)
+            if gone:
+                self.forget(msg)
+
+    def forget(self, msg: StoredMessage) -> None:
+        """``msg`` is gone for good (its last reference left, in RAM or in a page file):
+        one journaled nowhere is reported to ``gone``."""
+        if not msg.journaled and self.gone is not None:
+            self.gone(msg)
 
 
 class IndexReader:

@@ -15,6 +15,7 @@ from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Protoc
 
 from engine.model import QueueConfig, QueueInfo, RoutingType
 from engine.pagedrefs import PagedRefs
+from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
 from engine.refs import PENDING, MessageRef, Order, below, kept_body
 
@@ -67,7 +68,8 @@ class Queue:
     def __init__(self, qid: int, config: QueueConfig, cache: MessageCache,
                  reader: Optional[IndexReader] = None,
                  policies: Sequence["QueuePolicy"] = (),
-                 page_start: Callable[[], Optional[Order]] = lambda: None) -> None:
+                 page_start: Callable[[], Optional[Order]] = lambda: None,
+                 pages: Optional[PageFile] = None) -> None:
         self.id = qid
         self.config = config
         self.cache = cache
@@ -80,7 +82,7 @@ class Queue:
         self.consumers: List[Any] = []
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
-        self.paged = PagedRefs(qid, cache, reader, page_start)
+        self.paged = PagedRefs(qid, cache, reader, page_start, pages)
         self.added = 0
         self.acknowledged = 0
         self.killed = 0

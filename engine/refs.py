@@ -7,15 +7,20 @@ count, the consumer holding it.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any, Optional, Sequence, Tuple
 
 from engine.paging import StoredMessage
 from recovery.entries import below
 
-__all__ = ["MessageRef", "Order", "PENDING", "below", "kept_body"]
+__all__ = ["MessageRef", "Order", "PENDING", "below", "kept_body", "placement_number"]
 
 Order = Tuple[int, ...]
 PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
+
+placement_number = itertools.count(1).__next__
+"""A number per message placed, increasing: the last part of the order key of a reference
+that is not journaled, the same on every queue the message reaches."""
 
 
 def kept_body(body: bytes, journaled: Sequence[Any], queues: Sequence[Any]
@@ -33,7 +38,7 @@ class MessageRef:
     Attributes:
         msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
         it there (for one not journaled: the key of the journaled one before it, then its
-        arrival number, so they sort together; ``PENDING`` until written).
+        message's ``placement_number``, so they sort together; ``PENDING`` until written).
         delivery_count: times handed to a consumer.
         consumer: the consumer holding it while in delivery, else ``None``.
         journaled: whether its state is in the journal (durable message on a durable queue).

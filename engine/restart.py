@@ -11,36 +11,32 @@ store was left: the state after a crash is the state after a clean close (issue 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Tuple
+from typing import List, Tuple
 
+from engine.core import BrokerCore
 from engine.delivery import cancel
 from engine.errors import BrokerFailedError
 from engine.queue import Queue
 from journal import Location
 from recovery import RefImage, StoreImage
 
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Broker
 
-
-def end_open_deliveries(broker: "Broker") -> None:
+def end_open_deliveries(broker: BrokerCore) -> None:
     """At close: cancel every unsettled delivery of every session, in consumption order
     (``MessageRef.taken``). Nothing is done after a storage failure (recovery ends them at the
     next open)."""
-    from engine.session import Session
     if broker.failed:
         return
     try:
         with broker.lock:
-            refs = [d._ref for s in broker.sessions if isinstance(s, Session)
-                    for d in s.take_unsettled()]
+            refs = [d._ref for s in broker.sessions for d in s.take_unsettled()]
             ticket = cancel(broker, sorted(refs, key=lambda r: r.taken))
         broker.wait(ticket)
     except BrokerFailedError:
         pass  # failed meanwhile: recovery ends them at the next open
 
 
-def end_recovered_deliveries(broker: "Broker", image: StoreImage) -> None:
+def end_recovered_deliveries(broker: BrokerCore, image: StoreImage) -> None:
     """At open, right after the broker loaded ``image``: the references the image shows in
     delivery (their last DELIVERY record not marked returned) are put in delivery and
     cancelled in consumption order, the order of those DELIVERY records. The queues' heads are

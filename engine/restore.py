@@ -7,20 +7,22 @@ was first sent (and are part of the exported state). One journal write for a who
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
+from engine.core import BrokerCore
 from engine.errors import AddressNotFoundError, QueueNotFoundError
 from engine.model import Message
+from engine.pagedrefs import spill
+from engine.placement import fitting_bound
 from engine.queue import MessageRef, StoredMessage, kept_body
+from engine.refs import placement_number
 from engine.values import TIME_MAX, check_int
 from recovery import schema
 from recovery.schema import RecordKind
 
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Broker
 
-
-def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
+def restore_messages(broker: BrokerCore,
+                     items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
     """Put messages back exactly as exported (for ``mqstore import``): each item is an
     address, the delivery count on each queue it is on (queue name -> count), and the
     message (timestamp and expiration kept). Policies are not run and expiry-delay is not
@@ -32,7 +34,6 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
         InvalidArgumentError (a message field, or a delivery count not an int >= 0),
         RecordTooLargeError: nothing restored.
     """
-    from engine.delivery import fitting_bound, serve_waiters
     items = [(address, dict(counts), msg.checked()) for address, counts, msg in items]
     limit = broker.persistence.journal.options.max_frame()
     with broker.lock:
@@ -76,18 +77,23 @@ def restore_messages(broker: "Broker", items: Sequence[Tuple[str, Dict[str, int]
                 broker.sizes.add_transient(stored, paged)
             if on_disk:
                 prev = (base + index, 0)
+            number = placement_number()
+            transient = []
             for q in queues:
                 ref = MessageRef(stored, q, prev, counts[q.name], journaled=q in on_disk)
+                if not ref.journaled:
+                    ref.order = (prev[0], prev[1], number)
+                    transient.append(ref)
                 if paged:
                     q.add_paged(ref)
                 else:
                     q.load_tail(ref)
-                if not ref.journaled:
-                    ref.order = (prev[0], prev[1], ref.seq)
+            if paged:
+                spill(broker.pages, stored, transient)
             index = upto
         touched = {q.id: q for _m, _a, qs, *_r in placed for q in qs}.values()
         for q in touched:
             q.written()
-            serve_waiters(broker, q)
+            broker.serve(q)
     broker.wait(ticket)
 

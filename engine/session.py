@@ -11,8 +11,9 @@ unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from engine.core import BrokerCore
 from engine import autocreate
 from engine import delivery as ops
 from engine.deadletter import move_out
@@ -20,13 +21,12 @@ from engine.addressfull import deadline_of, timed_out
 from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
 from engine.model import Message, ReceivedMessage
 from engine.names import Destination, parse_destination
+from engine.browser import Browser
+from engine.placement import body_of, must_wait
 from engine.queue import MessageRef, Queue
 from engine.values import TIME_MAX, check_int, check_timeout
 from journal import Ticket
 from recovery.schema import AckReason
-
-if TYPE_CHECKING:  # pragma: no cover
-    from engine.broker import Broker
 
 DEFAULT_WINDOW = 1000
 
@@ -170,7 +170,7 @@ class Consumer:
         """Build the delivery once its DELIVERY record is durable."""
         broker = self.session.broker
         with broker.lock:
-            body = ops.body_of(broker, ref.msg)
+            body = body_of(broker, ref.msg)
             d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
                          self.session)
             self.unacked[id(d)] = d
@@ -205,40 +205,10 @@ class Consumer:
         broker.wait(ticket)
 
 
-class Browser:
-    """Iterates the messages ready on a queue without acquiring them, in queue order: the
-    head in RAM, then the backlog read from the index in chunks (weakly consistent, as
-    Artemis browsers are: what is consumed meanwhile is skipped)."""
-
-    CHUNK = 256
-
-    def __init__(self, session: "Session", queue: Queue) -> None:
-        self._session = session
-        self._queue = queue
-
-    def __iter__(self) -> Iterator[ReceivedMessage]:
-        broker = self._session.broker
-        after = None
-        while True:
-            with broker.lock:
-                refs = self._queue.browse(after, self.CHUNK)
-            for ref in refs:
-                with broker.lock:
-                    try:
-                        body = ops.body_of(broker, ref.msg)
-                    except KeyError:
-                        continue  # settled meanwhile
-                yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
-                                      self._queue.name)
-            if not refs:
-                return
-            after = refs[-1].order
-
-
 class Session:
     """A unit of work with the broker. Create with ``Broker.session(transacted=...)``."""
 
-    def __init__(self, broker: "Broker", transacted: bool) -> None:
+    def __init__(self, broker: BrokerCore, transacted: bool) -> None:
         self.broker = broker
         self.transacted = transacted
         self.closed = False
@@ -307,7 +277,7 @@ class Session:
         self._check()
         autocreate.for_send(broker, dest)
         if self.transacted:
-            if ops.must_wait(broker, dest, messages):
+            if must_wait(broker, dest, messages):
                 return None, messages
             self._tx_sends.extend((dest, m) for m in messages)
             return None, []
@@ -489,7 +459,7 @@ class Session:
         with self.broker.lock:
             if self.closed:
                 return
-            if self.transacted and self.broker._failure is None:
+            if self.transacted and not self.broker.failed:
                 self._tx_sends = []
                 ticket = self._cancel_received()
             for c in list(self.consumers):
@@ -497,7 +467,7 @@ class Session:
             self.closed = True
             if self in self.broker.sessions:
                 self.broker.sessions.remove(self)
-        if self.broker._failure is None:
+        if not self.broker.failed:
             self.broker.wait(ticket)
 
     def __enter__(self) -> "Session":

@@ -18,13 +18,43 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from recovery.errors import IndexInvalidError
 from recovery.indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
 from recovery.lmdbcheck import DATA_FILE, LEGACY_FILES, precheck
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
+MADV_DONTNEED = 4  # Linux
+
+
+def _load_madvise():  # type: ignore[no-untyped-def]
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc.madvise
+    except (OSError, AttributeError):  # not glibc: mapped pages stay until the kernel drops them
+        return None
+
+
+_MADVISE = _load_madvise()
+
+
+def mapped_range(path: str) -> Optional[Tuple[int, int]]:
+    """The address range this process maps ``path`` at (``/proc/self/maps``), or ``None``."""
+    real = os.path.realpath(path)
+    start = end = None
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                if line.rstrip().endswith(real):
+                    lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
+                    start = lo if start is None else min(start, lo)
+                    end = hi if end is None else max(end, hi)
+    except OSError:
+        return None
+    return None if start is None or end is None else (start, end)
 DAMAGED_FILE = "damaged"  # written when damage is found at run time; the next open rebuilds
 
 
@@ -75,6 +105,7 @@ class LmdbIndex(IndexStore):
 
     def _open(self) -> None:
         lmdb = self._lmdb
+        self._map: Optional[Tuple[int, int]] = None
         try:
             self._env = lmdb.open(self.directory, map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
                                   subdir=True, readonly=self.read_only, lock=not self.read_only,
@@ -155,6 +186,22 @@ class LmdbIndex(IndexStore):
         except lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB write failed: {exc}") from exc
         self._count(changes)
+        self._unmap()
+
+    def _unmap(self) -> None:
+        """Drop this process's mappings of the index pages it touched (``madvise
+        MADV_DONTNEED`` on LMDB's read-only shared map: the pages stay in the kernel's page
+        cache, a later read maps them again). Without it, every page a commit ever touched
+        stays counted in the process's RSS, which with many queues grows with the index
+        (about 1 GB at 10M messages over 100 queues) although none of it is the process's own
+        memory."""
+        if _MADVISE is None:
+            return
+        if self._map is None:
+            self._map = mapped_range(os.path.join(self.directory, DATA_FILE)) or (0, 0)
+        start, end = self._map
+        if end > start:
+            _MADVISE(start, end - start, MADV_DONTNEED)
 
     def destroy(self) -> None:
         self.close()

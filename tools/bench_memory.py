@@ -3,7 +3,8 @@
 Every phase runs in a fresh child process, so each RSS figure is that phase's own. Messages are
 1 KiB durable messages. For each backlog size, on one queue and spread over 100 queues:
 
-- fill: the backlog is sent in batches of 1,000; RSS after filling, peak RSS;
+- fill: the backlog is sent in batches of 1,000; RSS after filling (also split into the
+  process's own memory and the file pages mapped in: LMDB's map), peak RSS;
 - on the backlog: 20,000 more sends, then 20,000 receive+acks from the head (batches of 100),
   with the largest RSS seen while draining; then the child kills itself with SIGKILL;
 - reopen after the kill: seconds to open with the index, RSS after it;
@@ -39,6 +40,22 @@ def rss_mb() -> float:
     """Resident set size of this process now, MB."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def rss_split_mb() -> Dict[str, float]:
+    """This process's resident memory now, MB, split into its own (``anon``: heap, Python
+    objects) and file-backed pages mapped in (``file``: LMDB's map, shared libraries), from
+    ``/proc/self/status``; empty where that file does not exist."""
+    out: Dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _sep, value = line.partition(":")
+                if key in ("RssAnon", "RssFile"):
+                    out[key[3:].lower()] = int(value.split()[0]) / 1e3
+    except OSError:
+        pass
+    return out
 
 
 def peak_mb() -> float:
@@ -93,6 +110,7 @@ def child_fill(directory: str, n: int, nqueues: int) -> Dict[str, Any]:
             sent += k
     out["fill_rate"] = n / (time.perf_counter() - start)
     out["rss_mb"] = rss_mb()
+    out["rss_split_mb"] = rss_split_mb()
     out["peak_mb"] = peak_mb()
     _rates(b, queues, out, "backlog_")
     out["memory"] = b.statistics().memory.__dict__
@@ -119,6 +137,7 @@ def child_reopen(directory: str) -> Dict[str, Any]:
     start = time.perf_counter()
     b = Broker.open(directory, expiry_scan_ms=0)
     out = {"open_s": time.perf_counter() - start, "rss_mb": rss_mb(), "peak_mb": peak_mb(),
+           "rss_split_mb": rss_split_mb(),
            "index": b.recovery_report.index,
            "count": sum(b.queue_info(q).message_count for q in b.queue_names())}
     b.close()

@@ -94,16 +94,20 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
         rows = run(wanted, directory, lambda m: status.update(m))
     t = Table(title="1 KiB durable messages, default 64 MiB budget (one run, same disk)",
               caption="RSS, peak, drain: MB after filling, peak while filling, most while "
-                      "draining; send x, recv x: rates on the backlog / on an empty queue; "
-                      "rebuild x: index rebuild / plain read+CRC+unpack loop")
-    for col in ("backlog", "q", "fill/s", "RSS", "peak", "drain", "reopen s", "send x",
-                "recv x", "rebuild x"):
+                      "draining; own: RSS after filling that is the process's own memory "
+                      "(the rest is file pages mapped in); send x, recv x: rates on the "
+                      "backlog / on an empty queue; rebuild x: index rebuild / plain "
+                      "read+CRC+unpack loop")
+    for col in ("backlog", "q", "fill/s", "RSS", "own", "peak", "drain", "reopen s",
+                "send x", "recv x", "rebuild x"):
         t.add_column(col, justify="right", no_wrap=True)
     for r in rows:
         rb = "" if r.rebuild is None else \
             f"{r.rebuild['rebuild_rate'] / r.rebuild['plain_rate']:.2f}"
+        own = r.fill.get("rss_split_mb", {}).get("anon")
         t.add_row(f"{r.size:,}", str(r.queues), f"{r.fill['fill_rate']:,.0f}",
-                  f"{r.fill['rss_mb']:.0f}", f"{r.fill['peak_mb']:.0f}",
+                  f"{r.fill['rss_mb']:.0f}", "" if own is None else f"{own:.0f}",
+                  f"{r.fill['peak_mb']:.0f}",
                   f"{r.fill['backlog_draining_rss_mb']:.0f}", f"{r.reopen['open_s']:.2f}",
                   f"{r.fill['backlog_send_rate'] / r.empty['send_rate']:.2f}",
                   f"{r.fill['backlog_receive_rate'] / r.empty['receive_rate']:.2f}", rb)

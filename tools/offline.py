@@ -9,40 +9,16 @@ row builder and its tolerant scanner, so damage shows up as rows instead of stop
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 from journal import JournalOptions, MqStoreError, OsFileSystem
-from journal.compaction import resolve_pending
 from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from journal.inspect import Damage
-from journal.opening import list_segment_paths
-from recovery import INDEX_DIR, JOURNAL_DIR, LmdbIndex, MemoryIndex, recover
+from recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
+from tools.segments import MAX_FRAME, SegmentFile, read_segment, segment_files
 
-MAX_FRAME = 64 << 20
-
-
-@dataclass(frozen=True)
-class SegmentFile:
-    """A segment file of a store: sequence, path, size in bytes."""
-
-    sequence: int
-    path: str
-    size: int
-
-
-def segment_files(directory: str) -> List[SegmentFile]:
-    """The segment files of the store in ``directory``, in order (a pending compaction is
-    seen rolled forward, as the next writable open will make it)."""
-    jdir = os.path.join(directory, JOURNAL_DIR)
-    if not os.path.isdir(jdir):
-        raise MqStoreError(f"no mqstore journal in {directory}",
-                           hint="give the directory passed to Broker.open")
-    fs = OsFileSystem()
-    pending = resolve_pending(fs, jdir, read_only=True)
-    return [SegmentFile(seq, path, os.path.getsize(path))
-            for seq, path in list_segment_paths(fs, jdir, pending.overrides, pending.excluded)]
-
+__all__ = ["MAX_FRAME", "OfflineStore", "SegmentFile", "iter_entries", "matches",
+           "read_segment", "segment_files"]
 
 class OfflineStore:
     """A store opened read-only for inspection.
@@ -138,12 +114,6 @@ def _index_extras(index: Any) -> Dict[str, Any]:
     except MqStoreError:
         return {}
     return dict(meta.get("extras") or {}) if meta else {}
-
-
-def read_segment(path: str) -> bytes:
-    """The bytes of a segment file."""
-    with open(path, "rb") as f:
-        return f.read()
 
 
 def iter_entries(directory: str, with_body: bool = False,

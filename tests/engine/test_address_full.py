@@ -5,6 +5,7 @@ messages and ring / last-value queues, paging across reopen, crash and index reb
 from __future__ import annotations
 
 import asyncio
+import errno
 import random
 import threading
 import time
@@ -370,3 +371,99 @@ def test_power_loss_after_a_depage_keeps_order_and_paging() -> None:
             assert [int(m.message.body) for m in s.create_browser("q")] == [3, 4, 5]
         b2.close()
     assert drain(opened(fs.crash(keep=0), index.crash(random.Random(2)))) == [3, 4, 5]
+
+
+# -- paged messages journaled nowhere: page files ---------------------------------------------
+def sim_broker(fs: SimulatedFileSystem, limit: int = 2, **kw) -> Broker:
+    return Broker.open("/s", fs=fs, index=MemoryIndex(), journal_options=OPTS,
+                       address_settings={"q": AddressSettings(max_size_messages=limit)},
+                       expiry_scan_ms=0, memory_budget=4096, **kw)
+
+
+def page_files(fs: SimulatedFileSystem) -> List[str]:
+    return [n for n in fs.listdir("/s/paging") if n.endswith(".page")]
+
+
+def test_paged_non_durable_messages_leave_ram_for_a_page_file() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b, durable=False)
+    send(b, 300, durable=False)
+    assert b.queue_info("q").paged_count == 298 and page_files(fs)
+    assert b.statistics().page_files.written == 298
+    assert b.statistics().memory.references <= 2 + b.budget.head_max  # not 300
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count) == (2, 298)
+    assert drain(b) == list(range(300))
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
+    b.close()
+    assert page_files(fs) == []
+
+
+def test_a_page_file_shared_by_queues_that_drain_at_different_speeds() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs, limit=3)
+    make_queue(b, "fast", routing_type=RoutingType.MULTICAST, durable=False)
+    make_queue(b, "slow", routing_type=RoutingType.MULTICAST, durable=False)
+    make_queue(b, "dur", routing_type=RoutingType.MULTICAST)  # durable copies: index + file
+    send(b, 40, durable=False)
+    send(b, 20, 40)
+    assert drain(b, "fast") == list(range(60))
+    for name in ("slow", "dur"):
+        assert b.queue_info(name).message_count == 60
+    info = b.address_info("q")
+    assert info.number_of_messages + info.paged_count == 60  # each message once
+    assert drain(b, "dur") == list(range(60))  # non-durable ones too, not journaled there
+    assert drain(b, "slow") == list(range(60))
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
+    assert page_files(fs) == []
+    b.close()
+
+
+def test_deleting_a_queue_passes_its_page_file_entries() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b, "a", routing_type=RoutingType.MULTICAST, durable=False)
+    make_queue(b, "b", routing_type=RoutingType.MULTICAST, durable=False)
+    send(b, 10, durable=False)
+    b.delete_queue("a")
+    info = b.address_info("q")
+    assert info.number_of_messages + info.paged_count == 10
+    b.delete_queue("b")
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
+    assert page_files(fs) == []
+    b.close()
+
+
+def test_a_full_disk_keeps_paged_messages_in_ram_and_in_order() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b, durable=False)
+    send(b, 4, durable=False)
+    fs.fail_errno, fs.fail_sticky, fs.fail_at = errno.ENOSPC, True, fs.op_count + 1
+    send(b, 4, 4, durable=False)  # page file writes fail: these stay in RAM
+    fs.fail_at = None
+    send(b, 4, 8, durable=False)
+    assert b.statistics().page_files.write_failures == 4
+    assert drain(b) == list(range(12))
+    b.close()
+
+
+def test_a_restart_drops_page_files_with_their_non_durable_messages() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b)
+    send(b, 3)
+    send(b, 5, 3, durable=False)
+    b.close()
+    fs.mkdir("/s/paging") if not fs.exists("/s/paging") else None
+    leftover = fs.open("/s/paging/00000007.page", create=True)  # as a crash leaves one
+    fs.close(leftover)
+    b = sim_broker(fs)
+    assert page_files(fs) == []
+    assert b.queue_info("q").message_count == 3
+    assert drain(b) == [0, 1, 2]
+    b.close()

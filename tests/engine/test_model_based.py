@@ -354,9 +354,13 @@ class AddressPagingMachine(BrokerMachine):
 
     @invariant()
     def paging_adds_up(self) -> None:
+        queues = {"a": ("a1", "a2"), "t": ("t1", "t2")}
         for address in ("a", "t"):
             info = self.broker.address_info(address)
             assert info.paging == (info.paged_count > 0), info
+            held = {i.seq for q in queues[address] for i in self.model.queues[q]} | \
+                {h.item.seq for h in self.model.held if h.queue in queues[address]}
+            assert info.number_of_messages + info.paged_count == len(held), info
             if info.paging:
                 event(f"{address} pages")
         for q in ("a1", "a2", "t1", "t2"):

@@ -365,7 +365,7 @@ def plain_scan(directory: str, on_batch: Optional[Callable[[Dict[str, List[Any]]
 
 def _plain(directory: str, cols: "EntryColumns",
            on_batch: Optional[Callable[[Dict[str, List[Any]]], None]], batch: int) -> int:
-    from tools.offline import MAX_FRAME, read_segment, segment_files
+    from tools.segments import MAX_FRAME, read_segment, segment_files
     from journal.format import decode_segment_header
     rows = 0
     for f in segment_files(directory):
@@ -388,7 +388,7 @@ def _plain(directory: str, cols: "EntryColumns",
 
 def queue_names_of(directory: str) -> Dict[int, str]:
     """Queue id -> name from every QUEUE_ADD record of a store (deleted queues included)."""
-    from tools.offline import read_segment, segment_files
+    from tools.segments import read_segment, segment_files
     names: Dict[int, str] = {}
     for f in segment_files(directory):
         names.update(queue_names_in(read_segment(f.path)))

@@ -1,0 +1,44 @@
+"""Browsers: reading a queue's messages without acquiring them (Artemis queue browsers)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from engine.model import ReceivedMessage
+from engine.placement import body_of
+from engine.queue import Queue
+
+
+class Browser:
+    """Iterates the messages ready on a queue without acquiring them, in queue order: the
+    head in RAM, then the backlog read from the index in chunks, then the paged ones (weakly
+    consistent, as Artemis browsers are: what is consumed meanwhile is skipped).
+
+    Args:
+        session: the ``Session`` that made it (its broker is read through it).
+        queue: the queue browsed.
+    """
+
+    CHUNK = 256
+
+    def __init__(self, session: Any, queue: Queue) -> None:
+        self._session = session
+        self._queue = queue
+
+    def __iter__(self) -> Iterator[ReceivedMessage]:
+        broker = self._session.broker
+        after = None
+        while True:
+            with broker.lock:
+                refs = self._queue.browse(after, self.CHUNK)
+            for ref in refs:
+                with broker.lock:
+                    try:
+                        body = body_of(broker, ref.msg)
+                    except KeyError:
+                        continue  # settled meanwhile
+                yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
+                                      self._queue.name)
+            if not refs:
+                return
+            after = refs[-1].order

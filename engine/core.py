@@ -1,0 +1,80 @@
+"""What the semantic modules need of the broker (``BrokerCore``), so that none imports it.
+
+``engine.placement``, ``engine.delivery``, ``engine.deadletter``, ``engine.autocreate``,
+``engine.restart``, ``engine.restore`` and ``engine.session`` work on one open broker: its lock,
+its addresses and queues, the write path (append and fold, then wait), the address-full state
+and the RAM budget. They are typed against this protocol; ``engine.broker.Broker`` implements it
+and is the only module that imports them all.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Dict, List, Optional, Protocol
+
+from engine.address import Address
+from engine.addressfull import AddressSizes, Room
+from engine.model import QueueConfig, QueueInfo
+from engine.pagefile import PageFile
+from engine.paging import MemoryBudget
+from engine.persistence import Persistence
+from engine.queue import MessageRef, Queue
+from engine.settings import SettingsRepository
+from journal import Ticket
+
+
+class BrokerCore(Protocol):
+    """One open broker, as the semantic modules see it (every member guarded by ``lock``).
+
+    Attributes:
+        lock: the broker lock (re-entrant). addresses, queues, queues_by_id: by name and id.
+        settings: address settings. sizes: what addresses hold. room: senders waiting for
+            room. budget: the RAM budget. pages: page files (``None`` in tools).
+        persistence: the journal, image and index. sessions: open sessions.
+        deliveries: deliveries handed out since open (their consumption order).
+    """
+
+    lock: threading.RLock
+    addresses: Dict[str, Address]
+    queues: Dict[str, Queue]
+    queues_by_id: Dict[int, Queue]
+    settings: SettingsRepository
+    sizes: AddressSizes
+    room: Room
+    budget: MemoryBudget
+    pages: Optional[PageFile]
+    sessions: List[Any]
+    deliveries: int
+
+    @property
+    def persistence(self) -> Persistence: ...
+
+    @property
+    def failed(self) -> bool: ...
+
+    def check_open(self) -> None: ...
+
+    def write(self, records: List[tuple]) -> Ticket: ...
+
+    def wait(self, ticket: Optional[Ticket]) -> None: ...
+
+    def next_id(self) -> int: ...
+
+    def now_ms(self) -> int: ...
+
+    def read_body(self, mid: int) -> bytes: ...
+
+    def serve(self, queue: Queue) -> None: ...
+
+    def drop_message_ref(self, ref: MessageRef) -> None: ...
+
+    def find_queue(self, name: str) -> Queue: ...
+
+    def create_address(self, name: str, routing_types: Any = ..., auto_created: bool = ...
+                       ) -> Any: ...
+
+    def delete_address(self, name: str) -> None: ...
+
+    def create_queue(self, config: QueueConfig) -> QueueInfo: ...
+
+    def delete_queue(self, name: str) -> None: ...

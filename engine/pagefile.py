@@ -1,0 +1,263 @@
+"""Page files: paged messages journaled nowhere, on disk until their queues take them.
+
+Seed 000 §4 (Artemis pages non-durable messages of a paging address too) and seed 002 (Qpid's
+flow_to_disk: "the content of messages is written to disk and released from memory"): a
+message that is journaled nowhere (a non-durable message, or one routed to non-durable queues)
+and that its address pages leaves RAM for a page file; its queues read it back in order when it
+joins them (``engine.depage``). Nothing here is synced or survives a restart: the files of a
+previous run are deleted at open, as a non-durable message does not outlive the broker.
+
+Entries are appended to numbered page files of ``PAGE_SIZE`` bytes (Artemis's page-size-bytes
+default): ``u32 length, u32 CRC-32C`` then a msgpack list ``[mid, address, durable, properties,
+timestamp, expiration, priority, body, [[queue id, order key], ...], journaled]``. Each queue
+reads the entries routed to it from its own cursor (``PageCursor``); a page file is deleted once
+every queue it names has passed all its entries. A write that fails (a full disk...) leaves the
+message in RAM, as before paging; a read that fails drops the entry, logged and counted (it was
+never promised to survive anything).
+
+What RAM keeps per message: nothing until one of its queues takes it; then, while others have
+not, a small record of how many still have it paged (``pending``), so that its address's size
+counts it once.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import weakref
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Tuple
+
+import msgpack
+
+from engine.paging import StoredMessage
+from journal import FileSystem
+from journal.crc import crc32c
+
+log = logging.getLogger("mqstore")
+
+PAGE_SIZE = 10 << 20  # bytes per page file (Artemis page-size-bytes)
+_HEAD = struct.Struct("<II")
+READ_AHEAD = 64 << 10  # bytes read at once while a cursor scans
+
+
+@dataclass(frozen=True)
+class PageFileStatistics:
+    """Page file counters since open: files there now, entries written, writes that failed
+    (their messages stayed in RAM), entries that did not read back (dropped)."""
+
+    files: int
+    written: int
+    write_failures: int
+    read_failures: int
+
+
+@dataclass
+class PageCursor:
+    """Where a queue reads the page files: the next entry to look at, and how many entries
+    routed to it are ahead."""
+
+    page: int = 0
+    offset: int = 0
+    ahead: int = 0
+
+
+@dataclass
+class PagedEntry:
+    """One entry read for a queue: the message (from RAM when another queue holds it, else
+    built from the entry), its order key on that queue, its page, the cursor position after
+    it, and how many queues it was written for."""
+
+    msg: StoredMessage
+    order: Tuple[int, ...]
+    page: int
+    after: Tuple[int, int]
+    queues: int
+
+
+class PageFile:
+    """The page files of one broker (guarded by the broker lock).
+
+    Args:
+        fs: the file-system seam. directory: where the page files go (created; emptied).
+        held: a message held in RAM by id, or ``None`` (``MessageCache.get``).
+
+    Attributes:
+        pending: per message id taken by some of its queues and not yet by all, or journaled
+            too (the image counts those until it lets them go): ``[queues that still have it
+            paged here, whether it counts as taken (not paged), whether the image let it go]``.
+        written, read_failures, write_failures: counters since open.
+    """
+
+    def __init__(self, fs: FileSystem, directory: str,
+                 held: Any = lambda mid: None) -> None:
+        self.fs = fs
+        self.dir = directory
+        self.held = held
+        if not fs.exists(directory):
+            fs.mkdir(directory)
+        for name in fs.listdir(directory):
+            if name.endswith(".page"):
+                fs.unlink(f"{directory}/{name}")
+        self.handles: Dict[int, int] = {}
+        self.live: Dict[int, int] = {}  # page -> (entry, queue) pairs not yet passed
+        self.page = 0
+        self.end = 0
+        self.pending: Dict[int, List[Any]] = {}
+        self._live: "weakref.WeakValueDictionary[int, StoredMessage]" = \
+            weakref.WeakValueDictionary()  # read back and still referenced: one object each
+        self.written = 0
+        self.read_failures = 0
+        self.write_failures = 0
+
+    def _path(self, page: int) -> str:
+        return f"{self.dir}/{page:08d}.page"
+
+    def append(self, msg: StoredMessage, body: bytes, orders: List[Tuple[int, Tuple[int, ...]]]
+               ) -> Optional[int]:
+        """Write ``msg`` for the queues of ``orders`` (``(queue id, order key)`` each).
+        Returns its page, or ``None`` when the write failed (the caller keeps it in RAM)."""
+        payload = msgpack.packb([msg.mid, msg.address, msg.durable, msg.properties,
+                                 msg.timestamp, msg.expiration, msg.priority, body,
+                                 [[qid, list(order)] for qid, order in orders], msg.journaled],
+                                use_bin_type=True)
+        frame = _HEAD.pack(len(payload), crc32c(payload)) + payload
+        try:
+            if self.end and self.end + len(frame) > PAGE_SIZE:
+                self.page += 1
+                self.end = 0
+            handle = self.handles.get(self.page)
+            if handle is None:
+                handle = self.handles[self.page] = self.fs.open(self._path(self.page),
+                                                                create=True)
+            self.fs.pwrite(handle, frame, self.end)
+        except OSError as exc:
+            self.write_failures += 1
+            log.warning("a paged message stays in RAM: its page file write failed: %s", exc)
+            return None
+        self.end += len(frame)
+        self.live[self.page] = self.live.get(self.page, 0) + len(orders)
+        if msg.journaled:  # the image counts it while it holds it: track it from now on
+            self.pending[msg.mid] = [len(orders), False, False]
+        self.written += 1
+        return self.page
+
+    def read(self, qid: int, cursor: PageCursor, limit: int,
+             after: Optional[Tuple[int, ...]] = None) -> List[PagedEntry]:
+        """Up to ``limit`` entries routed to queue ``qid`` from ``cursor`` on (with an order
+        key after ``after`` when given), in order; the cursor does not move (``passed``
+        does). An entry that cannot be read is dropped (``read_failures``) and passed."""
+        out: List[PagedEntry] = []
+        page, offset = cursor.page, cursor.offset
+        seen = 0
+        while len(out) < limit and seen < cursor.ahead and (page, offset) < (self.page,
+                                                                           self.end):
+            got = self._entry(page, offset)
+            if got is None:  # past the end of a finished page
+                page, offset = page + 1, 0
+                continue
+            raw, size = got
+            nxt = (page, offset + size)
+            if raw is None:
+                self.read_failures += 1
+                log.error("a paged non-durable message is dropped: page file %s at offset %d "
+                          "does not read back", self._path(page), offset)
+                page, offset = nxt
+                continue
+            mid, address, durable, props, ts, exp, prio, body, routes, journaled = raw
+            for rqid, order in routes:
+                if rqid != qid:
+                    continue
+                seen += 1
+                key = tuple(order)
+                if after is None or key > after:
+                    msg = self._message(mid, address, durable, props, ts, exp, prio, body,
+                                        journaled)
+                    out.append(PagedEntry(msg, key, page, nxt, len(routes)))
+            page, offset = nxt
+        return out
+
+    def _entry(self, page: int, offset: int) -> Optional[Tuple[Optional[List[Any]], int]]:
+        handle = self.handles.get(page)
+        if handle is None:
+            return None
+        end = self.end if page == self.page else self.fs.size(handle)
+        if offset >= end:
+            return None
+        try:
+            head = self.fs.pread(handle, _HEAD.size, offset)
+            length, crc = _HEAD.unpack(head)
+            payload = self.fs.pread(handle, length, offset + _HEAD.size)
+            if len(payload) != length or crc32c(payload) != crc:
+                return None, end - offset
+            return msgpack.unpackb(payload, raw=False, strict_map_key=False), _HEAD.size + length
+        except (OSError, ValueError, struct.error):
+            return None, end - offset
+
+    def _message(self, mid: int, address: str, durable: bool, props: Dict[str, Any], ts: int,
+                 exp: int, prio: int, body: bytes, journaled: bool) -> StoredMessage:
+        msg = self.held(mid) or self._live.get(mid)
+        if msg is None:
+            state = self.pending.get(mid)
+            msg = StoredMessage(mid, address, durable, props, ts, exp, prio, body,
+                                journaled and not (state is not None and state[2]))
+            msg.paged = state is None or not state[1]
+            self._live[mid] = msg
+        return msg
+
+    def image_released(self, mid: int, paged: bool) -> bool:
+        """The image no longer holds message ``mid`` (its durable references are gone).
+        Returns whether a queue still has it paged here: it is then journaled nowhere, and
+        counted as paged when the image counted it so (``paged``)."""
+        state = self.pending.get(mid)
+        if state is None:
+            return False
+        state[1] = state[1] or not paged
+        state[2] = True
+        return True
+
+    def passed(self, msg: StoredMessage, page: int, queues: int, taken: bool = True) -> bool:
+        """One of the ``queues`` queues ``msg`` was written for took it (``taken``) or left
+        it (a deleted queue); the page file goes once all its entries are passed. Returns
+        whether every queue has passed it now."""
+        state = self.pending.get(msg.mid)
+        if state is None:
+            state = self.pending[msg.mid] = [queues, False, False]
+        state[0] -= 1
+        state[1] = state[1] or taken
+        left = self.live.get(page, 1) - 1
+        if left > 0:
+            self.live[page] = left
+        else:  # every entry of the page was passed: the file goes (a new one is started)
+            self._drop(page)
+            if page == self.page:
+                self.page += 1
+                self.end = 0
+        if state[0] <= 0:
+            del self.pending[msg.mid]
+            return True
+        return False
+
+    def paged_elsewhere(self, mid: int) -> bool:
+        """Whether a queue still has message ``mid`` paged in a page file."""
+        return mid in self.pending
+
+    def _drop(self, page: int) -> None:
+        self.live.pop(page, None)
+        handle = self.handles.pop(page, None)
+        try:
+            if handle is not None:
+                self.fs.close(handle)
+            self.fs.unlink(self._path(page))
+        except OSError as exc:  # a leftover is deleted at the next open
+            log.warning("a used page file could not be deleted: %s", exc)
+
+    def statistics(self) -> PageFileStatistics:
+        """A snapshot of the counters."""
+        return PageFileStatistics(len(self.handles), self.written, self.write_failures,
+                                  self.read_failures)
+
+    def close(self) -> None:
+        """Delete every page file (their messages do not outlive the broker)."""
+        for page in list(self.handles):
+            self._drop(page)
