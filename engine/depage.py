@@ -47,6 +47,28 @@ def message_key(ref: MessageRef) -> Order:
     return order[:2] if order[1] < 1 << 62 else order
 
 
+def _share_messages(lists: Sequence[List[MessageRef]]) -> None:
+    """References read separately (the index, page files) may carry separate objects for
+    one message: give them all one, the one RAM holds if any (its references count on it),
+    with the body when a page file read one (a copy on a queue that does not journal it
+    needs it once the journaled copies are gone)."""
+    shared: Dict[int, Any] = {}
+    for refs in lists:
+        for r in refs:
+            cur = shared.setdefault(r.msg.mid, r.msg)
+            if cur is r.msg:
+                continue
+            keep, other = (r.msg, cur) if r.msg.refcount and not cur.refcount else (cur, r.msg)
+            if keep.body is None and other.body is not None:
+                keep.body = other.body
+                if not keep.refcount:  # charged with its body when it is first held
+                    keep.mem_size += len(other.body)
+            shared[r.msg.mid] = keep
+    for refs in lists:
+        for r in refs:
+            r.msg = shared[r.msg.mid]
+
+
 def depage(broker: Writer, addr: PagingAddress, asking: Queue, want: int
            ) -> Tuple[List[Removal], Optional[Ticket], Sequence[Queue]]:
     """Move ``addr``'s oldest paged messages, up to ``want`` of them, onto their queues in
@@ -70,14 +92,7 @@ def depage(broker: Writer, addr: PagingAddress, asking: Queue, want: int
     if not keys:
         return [], None, []
     upto = keys[-1]  # every queue's list holds all its references up to it (at most ``want``)
-    shared: Dict[int, Any] = {}  # read separately: one message object for all its queues,
-    for refs in firsts.values():  # the one with its body when a page file gave it
-        for r in refs:
-            if shared.setdefault(r.msg.mid, r.msg).body is None:
-                shared[r.msg.mid] = r.msg
-    for refs in firsts.values():
-        for r in refs:
-            r.msg = shared[r.msg.mid]
+    _share_messages(list(firsts.values()))
     removals: List[Removal] = []
     journaled: Optional[Order] = None
     touched = []

@@ -53,6 +53,7 @@ class PagedRefs:
         self.in_ram: Deque[MessageRef] = deque()
         self.incoming: List[MessageRef] = []
         self._read: Dict[int, Tuple[int, Tuple[int, int], int]] = {}
+        self._resume: Optional[Tuple[Order, PageCursor]] = None
 
     def count(self) -> int:
         """Paged references of the queue."""
@@ -99,10 +100,18 @@ class PagedRefs:
             out += [MessageRef(msg, queue, order, delivered, journaled=True) for msg, order,
                     delivered in self.reader.read(self.qid, begin, min(limit, self.on_disk))]
         if self.cursor.ahead and self.pages is not None:
-            for e in self.pages.read(self.qid, self.cursor, limit, after):
+            cursor = self.cursor
+            if after is not None and self._resume is not None and self._resume[0] == after:
+                cursor = self._resume[1]  # a browser's next chunk: go on where it stopped
+            entries = self.pages.read(self.qid, cursor, limit, after)
+            for e in entries:
                 ref = MessageRef(e.msg, queue, e.order)
                 self._read[id(ref)] = (e.page, e.after, e.queues)
                 out.append(ref)
+            if entries:
+                last = entries[-1]
+                self._resume = (last.order, PageCursor(last.after[0], last.after[1],
+                                                       cursor.ahead - last.seen))
         out += [r for r in self.in_ram if after is None or r.order > after][:limit]
         out.sort(key=lambda r: r.order)
         return out[:limit]

@@ -66,13 +66,15 @@ class PageCursor:
 class PagedEntry:
     """One entry read for a queue: the message (from RAM when another queue holds it, else
     built from the entry), its order key on that queue, its page, the cursor position after
-    it, and how many queues it was written for."""
+    it, how many queues it was written for, and how many entries of the queue the read went
+    past up to it (this one included)."""
 
     msg: StoredMessage
     order: Tuple[int, ...]
     page: int
     after: Tuple[int, int]
     queues: int
+    seen: int
 
 
 class PageFile:
@@ -173,7 +175,7 @@ class PageFile:
                 if after is None or key > after:
                     msg = self._message(mid, address, durable, props, ts, exp, prio, body,
                                         journaled)
-                    out.append(PagedEntry(msg, key, page, nxt, len(routes)))
+                    out.append(PagedEntry(msg, key, page, nxt, len(routes), seen))
             page, offset = nxt
         return out
 

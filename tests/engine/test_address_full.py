@@ -394,6 +394,8 @@ def test_paged_non_durable_messages_leave_ram_for_a_page_file() -> None:
     assert b.statistics().memory.references <= 2 + b.budget.head_max  # not 300
     info = b.address_info("q")
     assert (info.number_of_messages, info.paged_count) == (2, 298)
+    with b.session() as s:  # in chunks of 256: the second goes on where the first stopped
+        assert [int(m.message.body) for m in s.create_browser("q")] == list(range(300))
     assert drain(b) == list(range(300))
     info = b.address_info("q")
     assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
@@ -466,4 +468,17 @@ def test_a_restart_drops_page_files_with_their_non_durable_messages() -> None:
     assert page_files(fs) == []
     assert b.queue_info("q").message_count == 3
     assert drain(b) == [0, 1, 2]
+    b.close()
+
+
+def test_a_durable_queue_with_durable_and_non_durable_paged_messages_keeps_their_order(
+        ) -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b)
+    for start in range(0, 600, 50):  # index and page file interleaved, in runs of 50
+        send(b, 50, start, durable=(start // 50) % 2 == 0)
+    with b.session() as s:
+        assert [int(m.message.body) for m in s.create_browser("q")] == list(range(600))
+    assert drain(b) == list(range(600))
     b.close()
