@@ -1,0 +1,109 @@
+"""The compiled index check (``recovery._lmdbwalk``) against its reference (``verify``, which
+reads through LMDB in a child): on valid indexes both pass; on damaged copies the walker never
+passes what the reference refuses, and it never crashes (it reads pages, never maps them)."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from engine import Broker, Message, QueueConfig
+from recovery import lmdbcheck
+from recovery.lmdbcheck import DATA_FILE, verify
+
+walker = pytest.importorskip("recovery._lmdbwalk")
+
+
+def reference(directory: str) -> int:
+    """``verify``'s exit code, run in a child (LMDB may crash on a damaged file)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        code = lmdbcheck.EXIT_DAMAGED
+        try:
+            code = verify(directory)
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+
+
+def build(d: Path, big: bool) -> str:
+    """A closed store with several queues, acks (dead-record lists) and, when ``big``,
+    properties large enough for LMDB overflow pages; returns its index directory."""
+    b = Broker.open(str(d), expiry_scan_ms=0, checkpoint_records=500)
+    for q in ("a", "b", "c"):
+        b.create_address(q)
+        b.create_queue(QueueConfig(q, q))
+    with b.session() as s:
+        for i in range(1500):
+            props = {"big": "p" * (50 + 29 * (i % 150))} if big else {"i": i}
+            s.send("abc"[i % 3], Message(b"x", props))
+        c = s.create_consumer("a")
+        s.ack_many(c.receive_many(200, timeout=0))
+    b.close()
+    return str(d / "index")
+
+
+def test_the_extension_is_built_by_the_install() -> None:
+    assert hasattr(walker, "walk")
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_valid_indexes_pass_and_damage_is_never_missed(tmp_path: Path, big: bool) -> None:
+    index = build(tmp_path / "s", big)
+    assert walker.walk(os.path.join(index, DATA_FILE)) == (0, "")
+    assert reference(index) == 0
+    data = open(os.path.join(index, DATA_FILE), "rb").read()
+    rng = random.Random(7 if big else 3)
+    caught = 0
+    for case in range(120):
+        buf = bytearray(data)
+        pos = rng.randrange(8192, len(buf))
+        if case % 2:
+            buf[pos] ^= 1 << rng.randrange(8)
+        else:
+            buf[pos:pos + 48] = bytes(48)
+        copy = tmp_path / f"c{case}"
+        copy.mkdir()
+        (copy / DATA_FILE).write_bytes(bytes(buf))
+        code, why = walker.walk(str(copy / DATA_FILE))
+        if reference(str(copy)) != 0:
+            assert code != 0, f"the walker passed damage at byte {pos} the reference found"
+        if code != 0:
+            caught += 1
+            assert why and code in (lmdbcheck.EXIT_DAMAGED, lmdbcheck.EXIT_UNSORTED)
+    assert caught > 40  # most damage lands in pages in use
+
+
+def test_a_truncated_or_foreign_file_is_damaged(tmp_path: Path) -> None:
+    index = build(tmp_path / "s", False)
+    data = open(os.path.join(index, DATA_FILE), "rb").read()
+    for name, content in (("short", data[: len(data) // 2]), ("tiny", data[:100]),
+                          ("zeros", bytes(len(data))), ("empty", b"")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        code, why = walker.walk(str(path))
+        assert code == lmdbcheck.EXIT_DAMAGED and why, name
+
+
+def test_an_open_names_the_damage_the_walker_found(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    index = build(d, False)
+    path = os.path.join(index, DATA_FILE)
+    data = bytearray(open(path, "rb").read())
+    code, _ = walker.walk(path)
+    assert code == 0
+    # flip a byte inside the last leaf page in use, where entries live
+    last = int.from_bytes(data[136:144], "little")
+    for pgno in range(last, 1, -1):
+        flags = int.from_bytes(data[pgno * 4096 + 10:pgno * 4096 + 12], "little")
+        if flags & 0x02:
+            data[pgno * 4096 + 4000] ^= 0xFF
+            break
+    open(path, "wb").write(bytes(data))
+    with Broker.open(str(d), expiry_scan_ms=0) as b:
+        assert b.recovery_report.rebuilt
+        assert "page" in b.recovery_report.index, b.recovery_report.index
+        assert b.queue_info("a").message_count == 300
