@@ -234,6 +234,7 @@ class Broker:
         with self.lock:
             self._closed = True
             self._stop_reaper.set()
+            self.room.notify()  # senders waiting for room: they find the broker closed
             try:
                 if self._failure is None:
                     self._p.checkpoint_quietly({"consumers": consumers})

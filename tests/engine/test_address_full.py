@@ -482,3 +482,22 @@ def test_a_durable_queue_with_durable_and_non_durable_paged_messages_keeps_their
         assert [int(m.message.body) for m in s.create_browser("q")] == list(range(600))
     assert drain(b) == list(range(600))
     b.close()
+
+
+def test_closing_the_broker_ends_a_blocked_send(tmp_path: Path) -> None:
+    b = limited(tmp_path, AddressFullPolicy.BLOCK, max_size_messages=1)
+    send(b, 1)
+    errors: List[BaseException] = []
+
+    def producer() -> None:
+        try:
+            send(b, 1, 1)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at it
+            errors.append(exc)
+
+    t = threading.Thread(target=producer)
+    t.start()
+    time.sleep(0.2)
+    b.close()
+    t.join(5)
+    assert not t.is_alive() and errors and "closed" in str(errors[0])
