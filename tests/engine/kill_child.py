@@ -1,4 +1,5 @@
-"""Child for the broker kill -9 test: a producer thread and a consumer thread on one broker.
+"""Child for the broker kill -9 test: a producer thread and a consumer thread on one broker
+(with the smallest RAM budget, its address also pages after three messages).
 
 Prints ``s N`` before sending message N and ``S N`` once the send returned (durable); ``D N C``
 after receiving N with delivery count C; ``a N`` before acking and ``A N`` once the ack returned.
@@ -11,7 +12,8 @@ import sys
 import threading
 import time
 
-from engine import AlreadyExistsError, Broker, Message, QueueConfig, RoutingType
+from engine import (AddressSettings, AlreadyExistsError, Broker, Message, QueueConfig,
+                    RoutingType)
 from journal import JournalOptions
 
 _out = threading.Lock()
@@ -25,8 +27,10 @@ def say(line: str) -> None:
 
 def main(directory: str, start: int, seed: int, budget: int) -> None:
     rng = random.Random(seed)
+    paging = AddressSettings(max_size_messages=3) if budget < 65536 else AddressSettings()
     broker = Broker.open(directory, journal_options=JournalOptions(segment_size=128 * 1024),
-                         checkpoint_records=500, memory_budget=budget)
+                         checkpoint_records=500, memory_budget=budget,
+                         address_settings={"a": paging})
     try:
         broker.create_address("a", {RoutingType.ANYCAST})
         broker.create_queue(QueueConfig("q", "a"))

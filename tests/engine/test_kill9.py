@@ -1,7 +1,8 @@
 """kill -9 of a producing and consuming broker process at random moments, 50 cycles.
 
 Every other cycle the child runs with the smallest RAM budget, so its queue pages (a head of
-two references, the rest read back from the index); every tenth reopen finds the index deleted
+two references, the rest read back from the index), and its address pages after three messages
+(PAGE: paged messages and DEPAGE records at the kill); every tenth reopen finds the index deleted
 and rebuilds it; the index otherwise lags the journal by up to 500 records at the kill.
 
 Each cycle reopens the same store in a child that produces and consumes concurrently; the parent
@@ -39,7 +40,7 @@ def test_kill9_broker(tmp_path: Path) -> None:
     delivered: Dict[int, int] = {}
     start = 0
     env = dict(os.environ, PYTHONPATH=ROOT)
-    recovered_torn = 0
+    recovered_torn = paged_reopens = 0
     for cycle in range(CYCLES):
         budget = 4096 if cycle % 2 else 64 << 20
         child = subprocess.Popen([sys.executable, "-m", "tests.engine.kill_child", d,
@@ -77,6 +78,7 @@ def test_kill9_broker(tmp_path: Path) -> None:
             assert broker.recovery_report.rebuilt == (cycle % 10 == 9)
             recovered_torn += broker.recovery_report.journal.torn_bytes
             present = check_store(broker, "q", sent, acked, delivered, maybe)
+            paged_reopens += broker.address_info("a").paging
         finally:
             broker.close()
         # what is settled now: present ones are durable, absent unacked "maybe" ones are gone
@@ -89,3 +91,4 @@ def test_kill9_broker(tmp_path: Path) -> None:
             maybe.discard(k)
         sent.sort()
     assert len(sent) > 200 and len(acked) > 100  # the children really worked
+    assert paged_reopens > 0  # some kills hit the address while it paged

@@ -3,7 +3,8 @@
 A producer/consumer workload runs on a ``SimulatedFileSystem``; crash states are taken between
 operations and inside them (the file system's hook, right before its operations: writes,
 fdatasyncs, renames, unlinks), each with all unsynced data lost, a prefix kept, or the last write
-torn; the index is kept or lost. Every state must reopen and satisfy ``crashcheck.check_store``.
+torn; the index is kept or lost. Half the workloads run with an address that pages. Every state
+must reopen and satisfy ``crashcheck.check_store``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Set, Tuple
 
-from engine import Broker, Message, QueueConfig, RoutingType
+from engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
 from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 from tests.engine.crashcheck import check_store
@@ -37,9 +38,14 @@ def verify(fs: SimulatedFileSystem, index: MemoryIndex, obs: Observed) -> None:
 
 
 def run(seed: int, steps: int) -> int:
+    """One workload; on odd seeds with the smallest RAM budget and an address that pages after
+    two messages (paged messages and DEPAGE records in the crash states)."""
     rng = random.Random(seed)
     fs, index = SimulatedFileSystem(), MemoryIndex()
-    broker = Broker.open("/s", fs=fs, journal_options=OPTS, index=index, checkpoint_records=25)
+    paging = {"memory_budget": 4096,
+              "address_settings": {"a": AddressSettings(max_size_messages=2)}} if seed % 2 else {}
+    broker = Broker.open("/s", fs=fs, journal_options=OPTS, index=index, checkpoint_records=25,
+                         **paging)
     broker.create_address("a", {RoutingType.ANYCAST})
     broker.create_queue(QueueConfig("q", "a"))
     obs = Observed()
@@ -63,7 +69,7 @@ def run(seed: int, steps: int) -> int:
     consumer = session.create_consumer("q")
     held = []
     n = 0
-    checked = 0
+    checked = paged_steps = 0
     for _ in range(steps):
         r = rng.random()
         if r < 0.45:
@@ -93,8 +99,10 @@ def run(seed: int, steps: int) -> int:
         while states:
             verify(*states.pop())
             checked += 1
+        paged_steps += broker.address_info("a").paging
     fs.hook = None
     broker.close()
+    assert paged_steps > steps // 10 if paging else paged_steps == 0
     return checked
 
 
