@@ -231,7 +231,12 @@ class Room:
         futures, self._futures = self._futures, []
         self.waiting -= len(futures)
         for loop, fut in futures:
-            loop.call_soon_threadsafe(_resolve, fut)
+            if fut.done() or loop.is_closed():  # its wait ended (timeout) or its loop did
+                continue
+            try:
+                loop.call_soon_threadsafe(_resolve, fut)
+            except RuntimeError:  # the loop closed meanwhile: nobody awaits it any more
+                pass
 
 
 def deadline_of(timeout: Optional[float]) -> Optional[float]:
