@@ -53,7 +53,9 @@ class PagedRefs:
         self.in_ram: Deque[MessageRef] = deque()
         self.incoming: List[MessageRef] = []
         self._read: Dict[int, Tuple[int, Tuple[int, int], int]] = {}
-        self._resume: Optional[Tuple[Order, PageCursor]] = None
+        # where a browser's last chunk stopped: (its last order key, the queue's cursor then,
+        # page, offset, entries of the queue passed from that cursor)
+        self._resume: Optional[Tuple[Order, Tuple[int, int], int, int, int]] = None
 
     def count(self) -> int:
         """Paged references of the queue."""
@@ -100,9 +102,13 @@ class PagedRefs:
             out += [MessageRef(msg, queue, order, delivered, journaled=True) for msg, order,
                     delivered in self.reader.read(self.qid, begin, min(limit, self.on_disk))]
         if self.cursor.ahead and self.pages is not None:
-            cursor = self.cursor
-            if after is not None and self._resume is not None and self._resume[0] == after:
-                cursor = self._resume[1]  # a browser's next chunk: go on where it stopped
+            cursor, passed = self.cursor, 0
+            here = (self.cursor.page, self.cursor.offset)
+            if after is not None and self._resume is not None and \
+                    self._resume[:2] == (after, here):
+                # a browser's next chunk, the queue's cursor unmoved: go on where it stopped
+                _after, _here, page, offset, passed = self._resume
+                cursor = PageCursor(page, offset, self.cursor.ahead - passed)
             entries = self.pages.read(self.qid, cursor, limit, after)
             for e in entries:
                 ref = MessageRef(e.msg, queue, e.order)
@@ -110,8 +116,8 @@ class PagedRefs:
                 out.append(ref)
             if entries:
                 last = entries[-1]
-                self._resume = (last.order, PageCursor(last.after[0], last.after[1],
-                                                       cursor.ahead - last.seen))
+                self._resume = (last.order, here, last.after[0], last.after[1],
+                                passed + last.seen)
         out += [r for r in self.in_ram if after is None or r.order > after][:limit]
         out.sort(key=lambda r: r.order)
         return out[:limit]

@@ -83,6 +83,7 @@ class Queue:
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
+        self.returned_ahead = False  # references returned to the head: ``ready`` not in order
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -216,7 +217,9 @@ class Queue:
             self.tail = kept
         while self.pageable and len(self.ready) > budget.min_head and \
                 (budget.over() or len(self.ready) > budget.head_max):
-            ref = self.ready.pop()
+            ref = self._pop_newest()
+            if ref is None:
+                break
             if ref.journaled:
                 self._page_out(ref)
                 bound = below(ref.order)
@@ -224,6 +227,16 @@ class Queue:
                 self.tail.appendleft(ref)
                 bound = (ref.order[0], ref.order[1])
             self.horizon = bound if self.horizon is None else min(self.horizon, bound)
+
+    def _pop_newest(self) -> Optional[MessageRef]:
+        """Take the last ready reference off the ready list to page it out, when it has the
+        greatest order key there (the index gives back what follows the horizon in key
+        order). References returned to the head (cancel, rollback) come out in the order
+        they went back, not in key order: until the list was empty again, the last one may
+        not be the newest, and then nothing leaves (RAM holds those already charged)."""
+        if self.returned_ahead and any(r.order > self.ready[-1].order for r in self.ready):
+            return None
+        return self.ready.pop()
 
     def page_out_head(self) -> None:
         """Send every journaled reference at the head back to the index (at open, after the
@@ -248,6 +261,8 @@ class Queue:
         """Read the next references from the index into the head (budget allowing), merged
         in order with those not journaled that wait in ``tail``; once the index has no more,
         the queue stops paging."""
+        if not self.ready:
+            self.returned_ahead = False
         if self.horizon is None or self.reader is None:
             return
         budget = self.cache.budget
@@ -349,6 +364,7 @@ class Queue:
                 continue
             ref.in_queue = True
             self.ready.appendleft(ref)
+            self.returned_ahead = True
             for policy in self.policies:
                 removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
