@@ -371,3 +371,23 @@ def test_store_files_are_private(tmp_path: Path) -> None:
     for p in [d] + [x for x in d.rglob("*")]:
         mode = stat.S_IMODE(p.stat().st_mode)
         assert mode == (0o700 if p.is_dir() else 0o600), (p, oct(mode))
+
+
+def test_a_transaction_too_large_for_one_record_is_refused_whole(tmp_path: Path) -> None:
+    """A commit journals one TX record; when its sends cannot fit one, the commit raises
+    before anything is applied and the transaction stays open."""
+    from journal import RecordTooLargeError
+    opts = JournalOptions(segment_size=4096, max_record_size=1900)
+    with Broker.open(str(tmp_path / "s"), journal_options=opts, expiry_scan_ms=0) as b:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        with b.session(transacted=True) as tx:
+            for i in range(12):
+                tx.send("q", Message(b"%d" % i))
+            with pytest.raises(RecordTooLargeError):
+                tx.commit()
+            assert b.queue_info("q").message_count == 0
+            tx.rollback()
+            tx.send("q", Message(b"fits"))
+            tx.commit()
+        assert b.queue_info("q").message_count == 1
