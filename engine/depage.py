@@ -11,32 +11,16 @@ crash only leaves the messages paged: the DELIVERY records that hand them out co
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from engine.addressfull import AddressSizes
+from engine.address import Address
+from engine.core import BrokerCore
 from engine.queue import MessageRef, Order, Queue
 from journal import Ticket
 from recovery import schema
 from recovery.schema import RecordKind
 
 Removal = Tuple[MessageRef, str]
-
-
-class Writer(Protocol):
-    """What depaging needs of the broker: the clock, address sizes, the write path."""
-
-    sizes: AddressSizes
-
-    def now_ms(self) -> int: ...
-
-    def write(self, records: List[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket: ...
-
-
-class PagingAddress(Protocol):
-    """An address: its name and its queues by name."""
-
-    name: str
-    queues: Dict[str, Queue]
 
 
 def message_key(ref: MessageRef) -> Order:
@@ -69,7 +53,7 @@ def _share_messages(lists: Sequence[List[MessageRef]]) -> None:
             r.msg = shared[r.msg.mid]
 
 
-def depage(broker: Writer, addr: PagingAddress, asking: Queue, want: int
+def depage(broker: BrokerCore, addr: Address, asking: Queue, want: int
            ) -> Tuple[List[Removal], Optional[Ticket], Sequence[Queue]]:
     """Move ``addr``'s oldest paged messages, up to ``want`` of them, onto their queues in
     order (broker lock held), for queue ``asking``: a queue that journals nothing and did not
