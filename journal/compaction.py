@@ -254,12 +254,10 @@ def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[in
     with j._lock:
         for info in outputs:
             j._segments[info.sequence] = info
+            live.watch(info)
         late_dead: List[Location] = []
         for info in inputs:
-            del j._segments[info.sequence]
-            live.changed_segments.add(info.sequence)
-            for off in info.dead:
-                live.dead_lengths.pop((info.sequence, off), None)
+            live.remove_segment(info)
             for off in info.dead - snapshot[info.sequence]:
                 new = by_old.get((info.sequence, off))
                 if new is not None:

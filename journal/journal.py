@@ -149,6 +149,7 @@ class Journal:
                            for p in listed.unlisted]
         for info in loaded.segments:
             self._segments[info.sequence] = info
+            self.liveness.watch(info)
         last = loaded.segments[-1] if loaded.segments else None
         self._next_lsn = (last.last_lsn + 1) if last else 1
         if proven_lsn >= self._next_lsn:
@@ -181,6 +182,7 @@ class Journal:
         info = SegmentInfo(sequence, new_generation(), self._next_lsn,
                            join(self._dir, segment_name(sequence)), last_lsn=self._next_lsn - 1)
         self._segments[sequence] = info
+        self.liveness.watch(info)
         return info
 
     # -- appending ---------------------------------------------------------------------------

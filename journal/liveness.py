@@ -11,7 +11,8 @@ deleted oldest first.
 Two brakes serve the index above: ``deferred`` (no deletion while a replay is reading segments)
 and ``horizon`` (no deletion or compaction of a segment holding an LSN above it: an index
 checkpoint older than a tombstone must still find the tombstone in the journal's tail).
-``export_state``/``restore_state`` carry dead marks and pins across a reopen.
+``export_changes``/``restore_state`` carry dead marks and pins across a reopen, one entry per
+dead record, so an index commit writes only the marks made since the last one.
 """
 
 from __future__ import annotations
@@ -39,8 +40,15 @@ class Liveness:
         self.deleted_segments = 0
         self.deferred = False
         self.horizon: Optional[int] = None
-        self.changed_segments: Set[int] = set()   # dead marks changed since export_changes
-        self.changed_pins: Set[Location] = set()  # pins changed since export_changes
+        # since export_changes: dead marks made (not stored yet), stored dead marks whose
+        # segment left (to remove from the store), pins changed
+        self.unsaved_dead: Set[Tuple[int, int]] = set()
+        self.unsaved_gone: Set[Tuple[int, int]] = set()
+        self.changed_pins: Set[Location] = set()
+        # every segment whose records may all be dead: reclaim looks only at these, so it
+        # costs O(candidates), not O(segments), per call (segments join when their last
+        # record dies, or when they enter the journal)
+        self.maybe_empty: Set[int] = set()
 
     # -- reporting ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:
@@ -78,8 +86,9 @@ class Liveness:
             return False  # already gone
         return not (target.segment == tomb.segment and target.offset in info.dead)
 
-    def _kill(self, loc: Location) -> None:
-        """Mark one record dead, and free same-segment tombstones it pinned."""
+    def _kill(self, loc: Location, stored: bool = False) -> None:
+        """Mark one record dead, and free same-segment tombstones it pinned. ``stored``: the
+        mark comes from the index (``restore_state``), so it is not written back."""
         todo = [loc]
         while todo:
             loc = todo.pop()
@@ -88,8 +97,13 @@ class Liveness:
                 continue
             info.dead.add(loc.offset)
             info.dead_bytes += loc.length
-            self.changed_segments.add(loc.segment)
-            self.dead_lengths[(loc.segment, loc.offset)] = loc.length
+            key = (loc.segment, loc.offset)
+            if not stored:
+                self.unsaved_dead.add(key)
+            stored = False  # tombstones freed on the way are new marks
+            self.dead_lengths[key] = loc.length
+            if info.count == len(info.dead):
+                self.maybe_empty.add(loc.segment)
             for tomb in list(self.by_target.get(loc, ())):
                 if tomb.segment == loc.segment:
                     todo.extend(self._release_target(tomb, loc))
@@ -168,20 +182,48 @@ class Liveness:
             return 0  # a read-only journal never deletes; dead marks stay in memory
         while True:
             with j._lock:
-                victim = next((s for s in sorted(j._segments.values(), key=lambda s: s.sequence)
-                               if s.sealed and s.live_count == 0 and s is not j._active
-                               and self.below_horizon(s)), None)
+                victim = self._oldest_reclaimable()
                 if victim is None:
                     return deleted
-                del j._segments[victim.sequence]
-                self.changed_segments.add(victim.sequence)
-                for off in victim.dead:
-                    self.dead_lengths.pop((victim.sequence, off), None)
+                self.remove_segment(victim)
                 for tomb in self.segment_gone(victim.sequence, {}):
                     self._kill(tomb)
             self._delete_file(victim)
             deleted += 1
             self.deleted_segments += 1
+
+    def _oldest_reclaimable(self) -> Optional[SegmentInfo]:
+        """The oldest sealed segment, other than the active one, whose records are all dead
+        and that the horizon lets go (lock held). Candidates with live records again (a
+        segment that received appends) leave the candidate set."""
+        j = self._j
+        for seq in sorted(self.maybe_empty):
+            info = j._segments.get(seq)
+            if info is None or info.live_count > 0:
+                self.maybe_empty.discard(seq)
+            elif info.sealed and info is not j._active and self.below_horizon(info):
+                return info
+        return None
+
+    def watch(self, info: SegmentInfo) -> None:
+        """A segment entered the journal (opened, created, written by compaction): reclaim
+        considers it while its records may all be dead (lock held)."""
+        if info.live_count == 0:
+            self.maybe_empty.add(info.sequence)
+
+    def remove_segment(self, info: SegmentInfo) -> None:
+        """Segment ``info`` leaves the journal's table (deleted, or replaced by compaction):
+        its stored dead marks are to be removed from the index (lock held)."""
+        seq = info.sequence
+        del self._j._segments[seq]
+        self.maybe_empty.discard(seq)
+        for off in info.dead:
+            key = (seq, off)
+            self.dead_lengths.pop(key, None)
+            if key in self.unsaved_dead:
+                self.unsaved_dead.discard(key)
+            else:
+                self.unsaved_gone.add(key)
 
     def below_horizon(self, info: SegmentInfo) -> bool:
         """Whether segment ``info`` may be deleted or compacted under the horizon."""
@@ -204,34 +246,37 @@ class Liveness:
             raise JournalIOError(info.path, "delete segment", exc) from exc
 
     # -- persistence of the bookkeeping -------------------------------------------------------
-    def export_state(self) -> Dict[str, Any]:
-        """Dead marks and pins, as plain lists (for an index checkpoint)."""
-        with self._j._lock:
-            dead = {info.sequence: [[off, self.dead_lengths.get((info.sequence, off), 0)]
-                                    for off in sorted(info.dead)]
-                    for info in self._j._segments.values() if info.dead}
-            pins = [[list(tomb), [list(t) for t in sorted(targets)]]
-                    for tomb, targets in self.pins.items()]
-        return {"dead": dead, "pins": pins}
-
     def export_changes(self) -> Dict[str, Any]:
         """What changed since the last call, for an incremental index update: ``dead`` maps a
-        segment sequence to its whole list of dead ``[offset, length]`` (``None``: the segment
-        is gone), ``pins`` a tombstone ``(segment, offset, length)`` to its target locations
-        (``None``: it pins nothing any more). O(changed segments and pins), not O(state)."""
+        record's ``(segment, offset)`` to its frame length (a new dead mark) or ``None`` (a
+        stored mark whose segment is gone), ``pins`` a tombstone ``(segment, offset, length)``
+        to its target locations (``None``: it pins nothing any more). O(changes), not
+        O(state): a segment's older dead marks are not written again."""
         with self._j._lock:
-            dead: Dict[int, Optional[List[List[int]]]] = {}
-            for seq in self.changed_segments:
-                info = self._j._segments.get(seq)
-                dead[seq] = None if info is None or not info.dead else \
-                    [[off, self.dead_lengths.get((seq, off), 0)] for off in sorted(info.dead)]
+            dead: Dict[Tuple[int, int], Optional[int]] = dict.fromkeys(self.unsaved_gone)
+            for key in self.unsaved_dead:
+                length = self.dead_lengths.get(key)
+                if length is not None:
+                    dead[key] = length
             pins: Dict[Tuple[int, int, int], Optional[List[List[int]]]] = {}
             for tomb in self.changed_pins:
                 targets = self.pins.get(tomb)
                 pins[tuple(tomb)] = None if not targets else [list(t) for t in sorted(targets)]
-            self.changed_segments = set()
+            self.unsaved_dead = set()
+            self.unsaved_gone = set()
             self.changed_pins = set()
         return {"dead": dead, "pins": pins}
+
+    def requeue_changes(self, exported: Mapping[str, Any]) -> None:
+        """Give back what ``export_changes`` returned when the index did not store it, so the
+        next export has it again."""
+        with self._j._lock:
+            for key, length in exported.get("dead", {}).items():
+                if length is None:
+                    self.unsaved_gone.add(key)
+                elif key in self.dead_lengths:
+                    self.unsaved_dead.add(key)
+            self.changed_pins.update(Location(*t) for t in exported.get("pins", {}))
 
     def restore_state(self, state: Dict[str, Any]) -> None:
         """Re-apply exported dead marks and pins (records in segments that are gone are
@@ -242,23 +287,20 @@ class Liveness:
         j = self._j
         with j._lock:
             segments = j._segments
-            gone_segments = set()
             for seq, entries in state.get("dead", {}).items():
                 seq = int(seq)
                 if seq not in segments:
-                    gone_segments.add(seq)
+                    self.unsaved_gone.update((seq, off) for off, _length in entries)
                     continue
                 for off, length in entries:
-                    self._kill(Location(seq, off, length))
+                    self._kill(Location(seq, off, length), stored=True)
             restored = []
             for tomb_raw, targets_raw in state.get("pins", []):
                 tomb = Location(*tomb_raw)
                 restored.append(tomb)
                 if tomb.segment not in segments:
                     continue
-                if not self._pin(tomb, (Location(*x) for x in targets_raw)):
-                    gone_segments.add(tomb.segment)  # its dead mark is new: written back
-            self.changed_segments = gone_segments
+                self._pin(tomb, (Location(*x) for x in targets_raw))  # a free one dies: new
             self.changed_pins = {t for t in restored if t not in self.pins}
         if not self.deferred:
             self.reclaim()
@@ -267,10 +309,13 @@ class Liveness:
         """Forget every dead mark and pin (before a full replay recomputes them)."""
         with self._j._lock:
             for info in self._j._segments.values():
+                self.unsaved_gone.update((info.sequence, off) for off in info.dead
+                                         if (info.sequence, off) not in self.unsaved_dead)
                 info.dead.clear()
                 info.dead_bytes = 0
+                self.watch(info)
+            self.unsaved_dead = set()
             self.changed_pins.update(self.pins)
-            self.changed_segments.update(self._j._segments)
             self.pins.clear()
             self.by_target.clear()
             self.targets_in.clear()

@@ -23,7 +23,7 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     qref     qid+lsn+slot  -> mid                      a queue's references in order
     busy     qid+mid       -> delivery location        references left in delivery
     tx       seg+offset    -> [remaining, ack targets] TX records still needed
-    jdead    seq           -> [[offset, length], ...]  dead records of a segment
+    jdead    seg+offset    -> length                  a dead record (one entry each)
     jpin     seg+offset    -> [length, [targets]]      tombstones waiting for targets
 """
 
@@ -41,7 +41,7 @@ from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 5
+VERSION = 6
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 
@@ -115,8 +115,10 @@ def load(store: Any) -> Optional[Checkpoint]:
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
     if sum(q.count for q in img.queues.values()) != counts.get("ref", 0):
         raise IndexInvalidError("the queues' reference counts do not match the references")
-    dead = {ID.unpack(k)[0]: unpack_value("jdead", k, v) for k, v in store.range("jdead", b"",
-                                                                                  None)}
+    dead: Dict[int, List[List[int]]] = {}
+    for k, v in store.range("jdead", b"", None):
+        seg, off = _LOC.unpack(k)
+        dead.setdefault(seg, []).append([off, unpack_value("jdead", k, v)])
     pins = []
     for k, v in store.range("jpin", b"", None):
         seg, off = _LOC.unpack(k)
@@ -165,9 +167,9 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
     for q in image.queues.values():  # counts change with every message: always rewritten
         k = ID.pack(q.id)
         out["queue"][k] = pack_value(k, _queue_value(q))
-    for seq, entries in liveness.get("dead", {}).items():
-        k = ID.pack(int(seq))
-        out["jdead"][k] = None if entries is None else pack_value(k, entries)
+    for (seq, off), length in liveness.get("dead", {}).items():
+        k = _LOC.pack(seq, off)
+        out["jdead"][k] = None if length is None else pack_value(k, length)
     for tomb, targets in liveness.get("pins", {}).items():
         k = _LOC.pack(tomb[0], tomb[1])
         out["jpin"][k] = None if targets is None else pack_value(k, [tomb[2], targets])
@@ -200,11 +202,5 @@ def _queue_value(q: QueueImage) -> List[Any]:
             None if q.update_location is None else list(q.update_location), q.count, q.paged]
 
 
-def requeue_liveness(live: Any, exported: Mapping[str, Any]) -> None:
-    """Give back liveness changes a failed commit did not write, so the next one does."""
-    live.changed_segments.update(int(s) for s in exported.get("dead", {}))
-    live.changed_pins.update(Location(*t) for t in exported.get("pins", {}))
-
-
 __all__ = ["Checkpoint", "TABLES", "VERSION", "changes", "committed", "load", "read_index",
-           "read_meta", "requeue_liveness", "PAIR"]
+           "read_meta", "PAIR"]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
 from journal import FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport
-from recovery.checkpoint import Checkpoint, changes, committed, read_index, requeue_liveness
+from recovery.checkpoint import Checkpoint, changes, committed, read_index
 from recovery.errors import IndexInvalidError, MalformedRecordError
 from recovery.image import NullSink, StoreImage
 from recovery.indexstore import IndexStore
@@ -189,7 +189,7 @@ def write_index(index: IndexStore, image: StoreImage, journal: Journal,
     try:
         index.commit(changes(index, image, lsn, journal.catalogue(), exported, extras))
     except BaseException:
-        requeue_liveness(journal.liveness, exported)
+        journal.liveness.requeue_changes(exported)
         raise
     committed(image)
     return lsn

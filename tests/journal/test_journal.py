@@ -174,6 +174,66 @@ def test_reclaim_deletes_dead_segments_and_tombstones_outlive_targets() -> None:
     reopened.close()
 
 
+def test_segment_whose_records_died_while_active_is_reclaimed_once_sealed() -> None:
+    """Reclaim looks only at segments that may be empty: one whose records all died while it
+    was the active segment must still be deleted after it is sealed, and a segment that got
+    live records after being empty for a while must not."""
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    head = j.append(1, {"m": -1})
+    j.wait_durable()
+    first_seg = head.location.segment
+    j.mark_dead([head.location])
+    while True:  # every record of the first segment dies while it is the active one
+        t = j.append(1, {"m": -1, "pad": "p" * 200})
+        j.wait_durable()
+        if t.location.segment != first_seg:
+            break
+        j.mark_dead([t.location])
+    # the append that rolled sealed it; no report came since
+    assert first_seg in [s.sequence for s in j.segments()]
+    later = [t] + [j.append(1, {"m": i, "pad": "p" * 200}) for i in range(1, 60)]
+    j.wait_durable()
+    j.mark_dead([])  # any report runs reclaim
+    live_segs = [s.sequence for s in j.segments()]
+    assert first_seg not in live_segs
+    assert {t.location.segment for t in later} <= set(live_segs)
+    assert sorted(r.payload["m"] for r in j.records()) == [-1] + list(range(1, 60))
+    j.close()
+
+
+def test_dead_marks_are_exported_once_each() -> None:
+    """An index commit carries only the dead marks made since the previous one (not a whole
+    segment's list again), and removals for the stored marks of a deleted segment."""
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    adds = [j.append(1, {"m": i, "pad": "p" * 200}) for i in range(40)]
+    j.wait_durable()
+    j.liveness.deferred = True  # keep the segments while we look
+    j.mark_dead([a.location for a in adds[:10]])
+    first = j.liveness.export_changes()["dead"]
+    assert first == {(a.location.segment, a.location.offset): a.location.length
+                     for a in adds[:10]}
+    j.mark_dead([adds[10].location])
+    assert j.liveness.export_changes()["dead"] == {
+        (adds[10].location.segment, adds[10].location.offset): adds[10].location.length}
+    assert j.liveness.export_changes()["dead"] == {}
+    j.mark_dead([adds[11].location])
+    pending = j.liveness.export_changes()
+    j.liveness.requeue_changes(pending)  # an index commit that failed gives them back
+    assert j.liveness.export_changes() == pending
+    seg = adds[0].location.segment
+    in_seg = [a for a in adds if a.location.segment == seg]
+    j.mark_dead([a.location for a in in_seg])
+    j.liveness.export_changes()
+    j.liveness.deferred = False
+    j.mark_dead([])
+    assert seg not in [s.sequence for s in j.segments()]
+    gone = j.liveness.export_changes()["dead"]
+    assert gone == {(seg, a.location.offset): None for a in in_seg}
+    j.close()
+
+
 def test_corruption_in_sealed_segment_is_refused_with_file_and_offset(tmp_path: Path) -> None:
     d = tmp_path / "j"
     with Journal.open(str(d), SMALL) as j:
