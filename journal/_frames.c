@@ -1,6 +1,6 @@
-/* Compiled journal.format.encode_run (optional: the Python function in journal/format.py is the
- * reference and the fallback; tests/journal/test_frames_compiled.py checks both give the same
- * bytes, return value and locations).
+/* Compiled journal.format.encode_run and journal.segment.decode_run (optional: the Python
+ * functions are the reference and the fallback; tests/journal/test_frames_compiled.py checks
+ * both give the same bytes, return values, frames and locations).
  *
  * encode_run(buf, records, index, lsn, generation, synced_lsn, offset, limit, sequence,
  *            locations, location_type) -> int
@@ -135,6 +135,103 @@ static PyObject *encode_run(PyObject *self, PyObject *args) {
     return PyLong_FromSsize_t(end);
 }
 
+static uint64_t get_le(const uint8_t *p, int n) {
+    uint64_t v = 0;
+    for (int k = n - 1; k >= 0; k--) v = (v << 8) | p[k];
+    return v;
+}
+
+/* decode_run(buf, pos, end, generation, max_frame, last_lsn, base, frame_type, need_more,
+ *            zero_end) -> (frames, pos, status, last_lsn)
+ *
+ * journal.segment.decode_run: the valid frames of buf[pos:end] as frame_type(file offset,
+ * frame length, kind, lsn, synced lsn) tuples (file offset = base + position), the position
+ * where decoding stopped, the status (need_more, zero_end, or why the frame there is invalid,
+ * in the reference's words) and the last LSN. */
+static PyObject *decode_run(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    Py_ssize_t pos, end;
+    PyObject *o_gen, *o_last, *frame_type, *need_more, *zero_end;
+    long long max_frame, base;
+    uint64_t generation, last_lsn;
+    if (!PyArg_ParseTuple(args, "y*nnO!LO!LO!OO", &view, &pos, &end, &PyLong_Type, &o_gen,
+                          &max_frame, &PyLong_Type, &o_last, &base, &PyType_Type, &frame_type,
+                          &need_more, &zero_end))
+        return NULL;
+    PyTypeObject *ft = (PyTypeObject *)frame_type;
+    PyObject *frames = NULL, *status = NULL, *result = NULL;
+    if (u64_arg(o_gen, &generation) < 0 || u64_arg(o_last, &last_lsn) < 0) goto done;
+    if (!PyType_IsSubtype(ft, &PyTuple_Type) || pos < 0 || end > view.len || base < 0) {
+        PyErr_SetString(PyExc_ValueError, "bad decode_run arguments");
+        goto done;
+    }
+    frames = PyList_New(0);
+    if (frames == NULL) goto done;
+    const uint8_t *b = (const uint8_t *)view.buf;
+    while (end - pos >= 4) {
+        const uint8_t *p = b + pos;
+        uint32_t flen = (uint32_t)get_le(p, 4);
+        if (flen == 0) {
+            status = zero_end;
+            Py_INCREF(status);
+            break;
+        }
+        if (flen < FRAME_OVERHEAD || (long long)flen > max_frame) {
+            status = PyUnicode_FromFormat("bad frame length %lu", (unsigned long)flen);
+            break;
+        }
+        if (end - pos < (Py_ssize_t)flen) break;
+        uint8_t kind = p[4];
+        uint64_t lsn = get_le(p + 8, 8), gen = get_le(p + 16, 8), synced = get_le(p + 24, 8);
+        if (kind == 0 || p[5] != 0 || p[6] != 0 || p[7] != 0) {
+            status = PyUnicode_FromString("bad kind or flags");
+            break;
+        }
+        if (gen != generation) {
+            status = PyUnicode_FromString("generation mismatch (stale or foreign frame)");
+            break;
+        }
+        if (crc32c(p, (size_t)flen - 4) != (uint32_t)get_le(p + flen - 4, 4)) {
+            status = PyUnicode_FromString("crc mismatch");
+            break;
+        }
+        if (lsn <= last_lsn) {
+            status = PyUnicode_FromFormat("lsn %llu not above previous %llu",
+                                          (unsigned long long)lsn, (unsigned long long)last_lsn);
+            break;
+        }
+        PyObject *f = ft->tp_alloc(ft, 5);
+        if (f == NULL) goto done;
+        PyObject *items[5] = {PyLong_FromLongLong(base + (long long)pos),
+                              PyLong_FromUnsignedLong(flen), PyLong_FromLong(kind),
+                              PyLong_FromUnsignedLongLong(lsn),
+                              PyLong_FromUnsignedLongLong(synced)};
+        int ok = 1;
+        for (int k = 0; k < 5; k++) {
+            if (items[k] == NULL) ok = 0;
+            else PyTuple_SET_ITEM(f, k, items[k]);
+        }
+        if (!ok || PyList_Append(frames, f) < 0) {
+            Py_DECREF(f);
+            goto done;
+        }
+        Py_DECREF(f);
+        last_lsn = lsn;
+        pos += flen;
+    }
+    if (status == NULL) {
+        if (PyErr_Occurred()) goto done;
+        status = need_more;
+        Py_INCREF(status);
+    }
+    result = Py_BuildValue("(OnOK)", frames, pos, status, (unsigned long long)last_lsn);
+done:
+    Py_XDECREF(frames);
+    Py_XDECREF(status);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyObject *crc(PyObject *self, PyObject *args) {
     Py_buffer view;
     if (!PyArg_ParseTuple(args, "y*", &view)) return NULL;
@@ -146,11 +243,13 @@ static PyObject *crc(PyObject *self, PyObject *args) {
 static PyMethodDef methods[] = {
     {"encode_run", encode_run, METH_VARARGS,
      "Encode records[index:] as frames into a bytearray; see the module source."},
+    {"decode_run", decode_run, METH_VARARGS,
+     "Decode the valid frames of buf[pos:end]; see the module source."},
     {"crc32c", crc, METH_VARARGS, "CRC-32C of a bytes-like object (for tests)."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_frames",
-                                    "Compiled frame encoding of the journal.", -1, methods};
+                                    "Compiled frame encoding and decoding of the journal.", -1, methods};
 
 PyMODINIT_FUNC PyInit__frames(void) {
     crc_init();

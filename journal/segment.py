@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Iterator, List, NamedTuple, Optional, Set, Tuple
 
 from journal.crc import crc32c
 from journal.format import (FRAME_HEADER, FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE,
@@ -122,9 +122,11 @@ _HEAD = FRAME_HEADER.unpack_from
 _U32 = struct.Struct("<I").unpack_from
 
 
-def decode_run(buf: bytes, pos: int, end: int, generation: int, max_frame: int,
-               last_lsn: int, base: int = 0) -> Tuple[List[FrameInfo], int, str, int]:
+def decode_run_reference(buf: bytes, pos: int, end: int, generation: int, max_frame: int,
+                         last_lsn: int, base: int = 0) -> Tuple[List[FrameInfo], int, str, int]:
     """Decode the valid frames of ``buf[pos:end]``: the one frame-validation loop.
+    ``decode_run`` is this function, compiled when the ``journal._frames`` extension was built
+    (same frames, position, status and LSN; tests/journal/test_frames_compiled.py).
 
     Args:
         buf: bytes holding frames; ``base`` is the file offset of ``buf[0]``.
@@ -167,6 +169,23 @@ def decode_run(buf: bytes, pos: int, end: int, generation: int, max_frame: int,
         last_lsn = lsn
         pos += flen
     return frames, pos, status, last_lsn
+
+
+def _compiled_decode_run() -> Optional[Callable[..., Tuple[List[FrameInfo], int, str, int]]]:
+    try:
+        from journal._frames import decode_run as compiled
+    except ImportError:  # built without a compiler: the reference is used
+        return None
+
+    def decode_run(buf: bytes, pos: int, end: int, generation: int, max_frame: int,
+                   last_lsn: int, base: int = 0) -> Tuple[List[FrameInfo], int, str, int]:
+        """``decode_run_reference``, compiled."""
+        return compiled(buf, pos, end, generation, max_frame, last_lsn, base, FrameInfo,
+                        NEED_MORE, ZERO_END)
+    return decode_run
+
+
+decode_run = _compiled_decode_run() or decode_run_reference
 
 
 @dataclass

@@ -19,8 +19,8 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     settings match         -> [values, location]
     msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs,
                                lsn]
-    ref      qid+mid       -> [mid, lsn, slot, delivery count, delivery location, in delivery]
-    qref     qid+lsn+slot  -> mid                      a queue's references in order
+    qref     qid+lsn+slot  -> [mid, lsn, slot(, delivery count, delivery location, in delivery)]
+                                                       a queue's references in order
     busy     qid+mid       -> delivery location        references left in delivery
     tx       seg+offset    -> [remaining, ack targets] TX records still needed
     jdead    seg+offset    -> length                  a dead record (one entry each)
@@ -41,7 +41,7 @@ from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 6
+VERSION = 7
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 
@@ -113,7 +113,7 @@ def load(store: Any) -> Optional[Checkpoint]:
     for k, v in store.range("settings", b"", None):
         values, loc = unpack_value("settings", k, v)
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
-    if sum(q.count for q in img.queues.values()) != counts.get("ref", 0):
+    if sum(q.count for q in img.queues.values()) != counts.get("qref", 0):
         raise IndexInvalidError("the queues' reference counts do not match the references")
     dead: Dict[int, List[List[int]]] = {}
     for k, v in store.range("jdead", b"", None):

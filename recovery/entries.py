@@ -127,11 +127,15 @@ def _dec_msg(v: List[Any]) -> MessageImage:
 
 
 def _enc_ref(r: RefImage) -> List[Any]:
+    if r.delivery_count == 0 and r.delivery_location is None and not r.in_delivery:
+        return [r.mid, r.order[0], r.order[1]]  # never handed out: the common case, short
     return [r.mid, r.order[0], r.order[1], r.delivery_count, _loc(r.delivery_location),
             r.in_delivery]
 
 
 def _dec_ref(v: List[Any]) -> RefImage:
+    if len(v) == 3:
+        return RefImage(v[0], (v[1], v[2]))
     mid, lsn, slot, count, dloc, busy = v
     return RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
 
@@ -145,12 +149,14 @@ def _dec_tx(v: List[Any]) -> TxImage:
 
 
 def ref_key(qid: int, mid: int) -> bytes:
-    """Key of a reference in the ``ref`` and ``busy`` tables."""
+    """Key of a reference in the ``busy`` table."""
     return PAIR.pack(qid, mid)
 
 
 def order_key(qid: int, order: Order) -> bytes:
-    """Key of a reference in its queue's order (the ``qref`` table)."""
+    """Key of a reference in its queue's order (the ``qref`` table, which holds the
+    references: a queue's are read in order by range, one by message id through the
+    message's order key)."""
     return TRIPLE.pack(qid, order[0], order[1])
 
 
@@ -165,11 +171,10 @@ class ImageTables:
     def __init__(self, store: Any, counts: Optional[Mapping[str, int]] = None) -> None:
         counts = counts or {}
         self.msg = Table(store, "msg", _enc_msg, _dec_msg, counts.get("msg", 0))
-        self.ref = Table(store, "ref", _enc_ref, _dec_ref, counts.get("ref", 0))
-        self.qref = OrderedTable(store, "qref", count=counts.get("qref", 0))
+        self.qref = OrderedTable(store, "qref", _enc_ref, _dec_ref, counts.get("qref", 0))
         self.busy = Table(store, "busy", count=counts.get("busy", 0))
         self.tx = Table(store, "tx", _enc_tx, _dec_tx, counts.get("tx", 0))
 
     def all(self) -> List[Table]:
         """Every table, in a fixed order."""
-        return [self.msg, self.ref, self.qref, self.busy, self.tx]
+        return [self.msg, self.qref, self.busy, self.tx]

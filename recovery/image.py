@@ -22,8 +22,8 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from journal import Location
-from recovery.entries import (ID, PAIR, AddressImage, ImageTables, MessageImage, Order,
-                              PageState, QueueImage, RefImage, TxImage, below, order_key,
+from recovery.entries import (ID, PAIR, TRIPLE, AddressImage, ImageTables, MessageImage,
+                              Order, PageState, QueueImage, RefImage, TxImage, below, order_key,
                               ref_key, tx_key)
 from recovery.errors import IndexInvalidError
 from recovery.ledger import AddressLedger
@@ -41,6 +41,9 @@ class LivenessSink(Protocol):
 
 __all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", "PageState",
            "QueueImage", "RefImage", "StoreImage", "TxImage"]
+
+
+_MESSAGE, _TX = int(RecordKind.MESSAGE), int(RecordKind.TX)
 
 
 class NullSink:
@@ -114,9 +117,15 @@ class StoreImage:
         """The message ``mid`` or ``None``."""
         return self.tables.msg.get(ID.pack(mid))
 
-    def ref(self, qid: int, mid: int) -> Optional[RefImage]:
-        """Message ``mid``'s reference on queue ``qid`` or ``None``."""
-        return self.tables.ref.get(ref_key(qid, mid))
+    def ref(self, qid: int, mid: int, msg: Optional[MessageImage] = None
+            ) -> Optional[RefImage]:
+        """Message ``mid``'s reference on queue ``qid`` or ``None`` (``msg``: the message,
+        when the caller has read it already)."""
+        if msg is None:
+            msg = self.message(mid)
+            if msg is None:
+                return None
+        return self.tables.qref.get(order_key(qid, msg.order))
 
     def queue_refs(self, qid: int, after: Optional[Order] = None, limit: int = 1024
                    ) -> List[RefImage]:
@@ -124,12 +133,7 @@ class StoreImage:
         ``after`` (from the start when ``None``)."""
         prefix = ID.pack(qid)
         start = prefix if after is None else order_key(qid, after)
-        out = []
-        for _key, mid in self.tables.qref.scan(prefix, start, limit):
-            ref = self.tables.ref.get(ref_key(qid, mid))
-            if ref is not None:
-                out.append(ref)
-        return out
+        return [ref for _key, ref in self.tables.qref.scan(prefix, start, limit)]
 
     def refs(self, qid: int) -> Iterator[RefImage]:
         """Every reference of queue ``qid`` in queue order (read in chunks)."""
@@ -159,9 +163,10 @@ class StoreImage:
         Raises:
             IndexInvalidError: a committed index value read on the way is damaged.
         """
-        self.last_lsn = max(self.last_lsn, lsn)
-        self._folding = location if kind == RecordKind.TX else None
-        if kind == RecordKind.MESSAGE:
+        if lsn > self.last_lsn:
+            self.last_lsn = lsn
+        self._folding = location if kind == _TX else None
+        if kind == _MESSAGE:
             if not self._add_message(payload, location, lsn, -1):
                 sink.mark_dead([location])
         elif kind == RecordKind.ACK:
@@ -245,25 +250,31 @@ class StoreImage:
             self.next_id = ident + 1
 
     def _add_message(self, p: Mapping[str, Any], location: Location, lsn: int, slot: int) -> bool:
+        # the most frequent fold (every message, and all of a rebuild): kept to plain steps
         mid = int(p["mid"])
-        self._bump(mid)
-        queues = [q for q in p.get("q", ()) if q in self.queues]
+        if mid >= self.next_id:
+            self.next_id = mid + 1
+        known = self.queues
+        queues = [known[q] for q in p.get("q", ()) if q in known]
         if not queues:
             return False
         t = self.tables
-        address, size = p.get("addr", ""), len(p.get("body", b""))
+        get = p.get
+        address, size = get("addr", ""), len(get("body", b""))
+        props = get("props")
         t.msg.put(ID.pack(mid), MessageImage(mid, address, location, slot,
-                                             dict(p.get("props") or {}), int(p.get("ts", 0)),
-                                             int(p.get("exp", 0)), int(p.get("prio", 4)),
+                                             dict(props) if props else {}, int(get("ts", 0)),
+                                             int(get("exp", 0)), int(get("prio", 4)),
                                              size, len(queues), lsn), fresh=True)
-        order = (lsn, max(slot, 0))
-        paged = self.ledger.added(address, order, size, bool(p.get("pg")))
-        self._hold(location)
-        for q in queues:
-            t.ref.put(ref_key(q, mid), RefImage(mid, order), fresh=True)
-            t.qref.put(order_key(q, order), mid, fresh=True)
-            self.queues[q].count += 1
-            self.queues[q].paged += paged
+        order = (lsn, slot if slot > 0 else 0)
+        paged = self.ledger.added(address, order, size, bool(get("pg")))
+        seglive = self.seglive
+        seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
+        put = t.qref.put
+        for queue in queues:
+            put(TRIPLE.pack(queue.id, lsn, order[1]), RefImage(mid, order), True)
+            queue.count += 1
+            queue.paged += paged
         return True
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
@@ -271,13 +282,13 @@ class StoreImage:
         or ``None`` when there was nothing to remove."""
         qid, mid = int(p["q"]), int(p["m"])
         queue = self.queues.get(qid)
-        ref = self.ref(qid, mid) if queue is not None else None
-        if ref is None or queue is None:
+        msg = self.message(mid) if queue is not None else None
+        ref = self.ref(qid, mid, msg) if msg is not None else None
+        if ref is None or queue is None or msg is None:
             return None
-        msg = self.message(mid)
-        if msg is None:
-            raise IndexInvalidError(f"queue {qid} has a reference to message {mid}, which "
-                                    f"the index does not hold")
+        if ref.mid != mid:
+            raise IndexInvalidError(f"queue {qid} holds message {ref.mid} where message {mid} "
+                                    f"belongs")
         self._remove_ref(queue, ref, msg, sink)
         self._release_msg(msg, sink)
         return msg.location
@@ -287,7 +298,6 @@ class StoreImage:
         if msg is not None and self.ledger.is_paged(msg):
             queue.paged -= 1
         t = self.tables
-        t.ref.delete(ref_key(queue.id, ref.mid))
         t.qref.delete(order_key(queue.id, ref.order))
         if ref.in_delivery:
             t.busy.delete(ref_key(queue.id, ref.mid))
@@ -341,7 +351,7 @@ class StoreImage:
         ref.delivery_location = location
         ref.in_delivery = busy
         self._hold(location)
-        self.tables.ref.put(key, ref)
+        self.tables.qref.put(order_key(qid, ref.order), ref)
 
     def _depage(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
         """The address's paged messages up to ``upto`` join their queues (they count in its
@@ -359,15 +369,15 @@ class StoreImage:
                 prefix = ID.pack(queue.id)
                 while True:
                     chunk = self.tables.qref.scan(prefix, after, 1024)
-                    for key, mid in chunk:
+                    for key, ref in chunk:
                         if (PAIR.unpack(key[8:])) > upto:
                             chunk = []
                             break
                         queue.paged -= 1
-                        if mid not in moved:
-                            msg = self.message(mid)
+                        if ref.mid not in moved:
+                            msg = self.message(ref.mid)
                             if msg is not None:
-                                moved[mid] = msg
+                                moved[ref.mid] = msg
                     if len(chunk) < 1024:
                         break
                     after = chunk[-1][0]
@@ -447,12 +457,12 @@ class StoreImage:
                     q.update_location = moved.get(q.update_location, q.update_location)
                 self.dirty.add(("queue", q.id))
         t = self.tables
-        for key, r in list(t.ref.items()):
+        for key, r in list(t.qref.items()):
             if r.delivery_location in moved:
                 r.delivery_location = moved[r.delivery_location]
-                t.ref.put(key, r)
+                t.qref.put(key, r)
                 if r.in_delivery:
-                    t.busy.put(key, list(r.delivery_location))
+                    t.busy.put(ref_key(ID.unpack(key[:8])[0], r.mid), list(r.delivery_location))
         for key, m in list(t.msg.items()):
             if m.location in moved:
                 m.location = moved[m.location]
@@ -478,7 +488,7 @@ class StoreImage:
         for q in self.queues.values():
             self._hold(q.location)
             self._hold(q.update_location)
-        for _key, r in self.tables.ref.items():
+        for _key, r in self.tables.qref.items():
             self._hold(r.delivery_location)
         for m in self.messages():
             self._hold(m.location)
@@ -486,4 +496,4 @@ class StoreImage:
     def summary(self) -> Dict[str, int]:
         """Counts for reports: addresses, queues, messages, references."""
         return {"addresses": len(self.addresses), "queues": len(self.queues),
-                "messages": self.tables.msg.count, "references": self.tables.ref.count}
+                "messages": self.tables.msg.count, "references": self.tables.qref.count}

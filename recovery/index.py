@@ -177,12 +177,15 @@ class LmdbIndex(IndexStore):
             with self._env.begin(write=True) as txn:
                 for name, rows in changes.items():
                     db = self._dbs[name]
+                    puts = []
                     for key in sorted(rows):
                         value = rows[key]
                         if value is None:
                             txn.delete(key, db=db)
                         else:
-                            txn.put(key, value, db=db)
+                            puts.append((key, value))
+                    if puts:  # one call into LMDB for the table's puts, in key order
+                        txn.cursor(db).putmulti(puts)
         except lmdb.Error as exc:
             raise IndexInvalidError(f"LMDB write failed: {exc}") from exc
         self._count(changes)

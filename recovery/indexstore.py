@@ -12,8 +12,7 @@ import random
 from abc import ABC, abstractmethod
 from typing import Dict, List, Optional, Tuple
 
-TABLES = ("meta", "addr", "queue", "settings", "msg", "ref", "qref", "busy", "tx", "jdead",
-          "jpin")
+TABLES = ("meta", "addr", "queue", "settings", "msg", "qref", "busy", "tx", "jdead", "jpin")
 
 Row = Tuple[bytes, bytes]
 Changes = Dict[str, Dict[bytes, Optional[bytes]]]

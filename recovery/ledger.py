@@ -53,7 +53,13 @@ class AddressLedger:
             state.messages += 1
             state.size += size
             return True
-        self._resize(address, 1, size)
+        got = self.sizes.get(address)  # _resize(address, 1, size), inline: once per message
+        if got is None:
+            self.sizes[address] = [1, size]
+        else:
+            got[0] += 1
+            got[1] += size
+        self.total_bytes += size
         return False
 
     def released(self, msg: MessageImage) -> bool:

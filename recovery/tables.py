@@ -113,8 +113,14 @@ class Table:
     def changes(self) -> Dict[bytes, Optional[bytes]]:
         """The overlay as stored bytes (``None``: delete), for a commit."""
         out: Dict[bytes, Optional[bytes]] = {}
+        pack = msgpack.Packer(use_bin_type=True).pack  # one per call: a Packer is not shared
+        encode = self.encode
         for key, value in self.dirty.items():
-            out[key] = None if value is DELETED else pack_value(key, self.encode(value))
+            if value is DELETED:
+                out[key] = None
+            else:  # pack_value, with one packer for the whole overlay
+                body = pack(encode(value))
+                out[key] = body + crc32c(body, crc32c(key)).to_bytes(4, "little")
         return out
 
     def committed(self) -> None:
@@ -169,9 +175,18 @@ class OrderedTable(Table):
         self.new_keys: Dict[bytes, List[bytes]] = {}
 
     def put(self, key: bytes, value: Any, fresh: bool = False) -> None:
-        super().put(key, value, fresh)
-        if fresh and key in self.fresh:
-            self.new_keys.setdefault(key[:8], []).append(key)
+        dirty = self.dirty
+        if fresh:  # Table.put, inline (once per reference), then the prefix's order list
+            self.count += 1
+            if dirty.get(key) is not DELETED:
+                self.fresh.add(key)
+                prefix = key[:8]
+                keys = self.new_keys.get(prefix)
+                if keys is None:
+                    self.new_keys[prefix] = [key]
+                else:
+                    keys.append(key)
+        dirty[key] = value
 
     def committed(self) -> None:
         super().committed()

@@ -95,13 +95,15 @@ def test_an_open_names_the_damage_the_walker_found(tmp_path: Path) -> None:
     data = bytearray(open(path, "rb").read())
     code, _ = walker.walk(path)
     assert code == 0
-    # flip a byte inside the last leaf page in use, where entries live
+    # flip a byte inside the entries of every leaf page (the last one may be a free page,
+    # which holds nothing the index reads)
     last = int.from_bytes(data[136:144], "little")
     for pgno in range(last, 1, -1):
-        flags = int.from_bytes(data[pgno * 4096 + 10:pgno * 4096 + 12], "little")
-        if flags & 0x02:
-            data[pgno * 4096 + 4000] ^= 0xFF
-            break
+        base = pgno * 4096
+        flags = int.from_bytes(data[base + 10:base + 12], "little")
+        upper = int.from_bytes(data[base + 14:base + 16], "little")
+        if flags & 0x02 and upper <= 4000:
+            data[base + 4000] ^= 0xFF
     open(path, "wb").write(bytes(data))
     with Broker.open(str(d), expiry_scan_ms=0) as b:
         assert b.recovery_report.rebuilt
