@@ -18,21 +18,21 @@ their LSNs; they are re-framed with the output's generation id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import msgpack
 
+from journal.core import JournalCore
 from journal.errors import JournalIOError
 from journal.format import (SEGMENT_FLAG_COMPACTED, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
                             SegmentHeader, decode_control, encode_control, encode_frame)
 from journal.fs import FileSystem
+from journal.liveness import Liveness
 from journal.manifest import MANIFEST_FILE, SegmentManifest, write_atomically
 from journal.records import Record, iter_segment_records
 from journal.segment import (COMPACT_SUFFIX, TMP_SUFFIX, Location, SegmentInfo, join,
                              segment_name)
 
-if TYPE_CHECKING:  # pragma: no cover
-    from journal.journal import Journal
 
 CONTROL_FILE = "compact.ctl"
 
@@ -135,7 +135,7 @@ def apply_swap(fs: FileSystem, directory: str, body: bytes,
     fs.fsync_dir(directory)
 
 
-def compact(journal: "Journal", force: bool) -> CompactionReport:
+def compact(journal: JournalCore, force: bool) -> CompactionReport:
     """See ``Journal.compact``.
 
     Raises:
@@ -194,7 +194,7 @@ def compact(journal: "Journal", force: bool) -> CompactionReport:
                             sum(r.location.length for r in copied), relocations)
 
 
-def _layout(j: "Journal", records: List[Record], first_seq: int, limit_seq: int
+def _layout(j: JournalCore, records: List[Record], first_seq: int, limit_seq: int
             ) -> List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]:
     """Assign every copied record a place in new output segments (no I/O yet)."""
     from journal.writer import new_generation
@@ -218,7 +218,7 @@ def _layout(j: "Journal", records: List[Record], first_seq: int, limit_seq: int
     return outs
 
 
-def _write_outputs(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]
+def _write_outputs(j: JournalCore, outputs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]
                    ) -> None:
     fs = j._fs
     for info, placed in outputs:
@@ -234,7 +234,7 @@ def _write_outputs(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Rec
     fs.fsync_dir(j._dir)
 
 
-def _discard(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]
+def _discard(j: JournalCore, outputs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]
              ) -> None:
     for info, _ in outputs:
         try:
@@ -245,12 +245,12 @@ def _discard(j: "Journal", outputs: List[Tuple[SegmentInfo, List[Tuple[Record, L
             pass  # removed at the next open (rolled back)
 
 
-def _install(j: "Journal", inputs: List[SegmentInfo], snapshot: Dict[int, Set[int]],
+def _install(j: JournalCore, inputs: List[SegmentInfo], snapshot: Dict[int, Set[int]],
              outputs: List[SegmentInfo], relocations: Dict[Location, Location]) -> None:
     """Swap the in-memory table; carry over dead marks made during the copy; move pins of
     copied records, release pins of records left out."""
     by_old = {(loc.segment, loc.offset): new for loc, new in relocations.items()}
-    live = j.liveness
+    live: Liveness = j.liveness
     with j._lock:
         for info in outputs:
             j._segments[info.sequence] = info

@@ -17,21 +17,20 @@ dead record, so an index commit writes only the marks made since the last one.
 
 from __future__ import annotations
 
-from typing import (TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
                     Tuple)
 
+from journal.core import JournalCore
 from journal.errors import JournalIOError
 from journal.segment import Location, SegmentInfo
 
-if TYPE_CHECKING:  # pragma: no cover
-    from journal.journal import Journal
 
 
 class Liveness:
     """Dead-record bookkeeping and segment reclaim of one journal (internal; every method that
     changes state expects the journal lock held, except the public entry points)."""
 
-    def __init__(self, journal: "Journal") -> None:
+    def __init__(self, journal: JournalCore) -> None:
         self._j = journal
         self.pins: Dict[Location, Set[Location]] = {}          # tombstone -> targets
         self.by_target: Dict[Location, Set[Location]] = {}     # target -> tombstones

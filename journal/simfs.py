@@ -10,7 +10,8 @@ Unsynced directory operations are lost unless the prefix keeps them. ``fail_at``
 ``OSError`` (EIO, ENOSPC...) at the N-th operation, counting from 1; the failing operation
 changes nothing. ``hook``, when set, is called with the operation's name just before each counted
 operation (under the file system's mutex), so a test can take crash states in the middle of
-the journal's work, e.g. right before an fdatasync. Locks are process-local and vanish with a crash, as flocks do when a process dies.
+the journal's work, e.g. right before an fdatasync. Locks are process-local and vanish with a
+crash, as flocks do when a process dies.
 """
 
 from __future__ import annotations

@@ -23,15 +23,14 @@ task of the stage with ``JournalFailedError``.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
+from journal.core import JournalCore
 from journal.errors import JournalError
 from journal.format import encode_run
 from journal.segment import Location, SegmentInfo
 from journal.tickets import Batch, collateral_cancel
 
-if TYPE_CHECKING:  # pragma: no cover
-    from journal.journal import Journal
 
 
 class LoopStage:
@@ -68,7 +67,7 @@ class AsyncStager:
     Each loop touches only its own entry, from its own thread, so no lock is needed.
     """
 
-    def __init__(self, journal: "Journal") -> None:
+    def __init__(self, journal: JournalCore) -> None:
         self._journal = journal
         self.stages: Dict[asyncio.AbstractEventLoop, LoopStage] = {}
 
@@ -104,7 +103,7 @@ class AsyncStager:
         batch.attach(stage.future)
 
 
-def place_records(j: "Journal", encoded: List[Tuple[int, bytes]], wake: bool = False
+def place_records(j: JournalCore, encoded: List[Tuple[int, bytes]], wake: bool = False
                   ) -> Tuple[List[Location], Batch]:
     """Give packed records their LSNs and frames in the open batch, under the lock once.
 

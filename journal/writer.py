@@ -19,9 +19,10 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from journal import seeded_bugs
+from journal.core import JournalCore
 from journal.errors import JournalFailedError
 from journal.format import SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE, SegmentHeader
 from journal.fs import FileSystem
@@ -30,8 +31,6 @@ from journal.pool import NextSegmentFile
 from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
 from journal.tickets import Batch
 
-if TYPE_CHECKING:  # pragma: no cover
-    from journal.journal import Journal
 
 ZERO_CHUNK = 1 << 20
 IDLE_POLL_S = 0.002  # an idle writer looks for records nobody waits on this often
@@ -113,7 +112,7 @@ class GroupCommitWriter:
             or ``None`` to create each segment whole at the roll.
     """
 
-    def __init__(self, journal: "Journal", sync: bool, batch_bytes: int,
+    def __init__(self, journal: JournalCore, sync: bool, batch_bytes: int,
                  max_delay_s: float, next_file: Optional[NextSegmentFile] = None) -> None:
         self._j = journal
         self.next_file = next_file

@@ -13,7 +13,7 @@ from recovery.store import (INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, r
 
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
-    "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink", "QueueImage",
-    "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage", "StoreImage", "recover",
-    "replay", "write_index",
+    "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink",
+    "QueueImage", "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage",
+    "StoreImage", "recover", "replay", "write_index",
 ]

@@ -248,5 +248,5 @@ def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "write_index", "IndexInvalidError",
-           "MalformedRecordError"]
+__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "write_index",
+           "IndexInvalidError", "MalformedRecordError"]

@@ -368,3 +368,18 @@ def test_compaction_thresholds_like_artemis() -> None:
     assert [i for i, _seg in got if i in set(live)] == live  # every live record, in order
     assert all(seg == active for i, seg in got if i not in set(live))  # dead: active only
     j.close()
+
+
+def test_the_journal_has_everything_its_parts_are_typed_against() -> None:
+    """``JournalCore`` (what liveness, staging, the writer and compaction use) names only
+    members an open ``Journal`` has: a rename cannot leave the parts' contract stale."""
+    from journal.core import JournalCore
+    j = Journal.open("/j", SMALL, fs=SimulatedFileSystem())
+    try:
+        names = set(JournalCore.__annotations__) | {
+            n for n in vars(JournalCore) if n.startswith("_") and not n.startswith("__")
+            and callable(vars(JournalCore)[n])}
+        assert len(names) > 20
+        assert sorted(n for n in names if not hasattr(j, n)) == []
+    finally:
+        j.close()
