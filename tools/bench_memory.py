@@ -7,7 +7,10 @@ Every phase runs in a fresh child process, so each RSS figure is that phase's ow
   process's own memory and the file pages mapped in: LMDB's map), peak RSS;
 - on the backlog: 20,000 more sends, then 20,000 receive+acks from the head (batches of 100),
   with the largest RSS seen while draining; then the child kills itself with SIGKILL;
-- reopen after the kill: seconds to open with the index, RSS after it;
+- reopen after the kill: seconds to open with the index, RSS after it, and the same send and
+  receive+ack rates again (the process that filled the backlog measures right after writing
+  gigabytes at full speed, when the kernel writes the zeros of new segment files several times
+  slower than on a quiet disk; a reopened store shows the backlog's own cost);
 - (one queue) rebuild: the index deleted, seconds to open, as records/s against a plain
   read + CRC + unpack loop over the same segment files, and the peak RSS of the rebuild;
 - an empty store's send and receive+ack rates, measured right before, for the ratios (the
@@ -140,6 +143,7 @@ def child_reopen(directory: str) -> Dict[str, Any]:
            "rss_split_mb": rss_split_mb(),
            "index": b.recovery_report.index,
            "count": sum(b.queue_info(q).message_count for q in b.queue_names())}
+    _rates(b, sorted(b.queue_names()), out, "backlog_")
     b.close()
     return out
 
