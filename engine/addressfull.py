@@ -88,6 +88,11 @@ class AddressSizes:
             _add(self.transient_paged, msg.address, -1, -msg.size)
             self.add_transient(msg, False)
 
+    def lost_transient(self, address: str, messages: int, size: int) -> None:
+        """Paged messages journaled nowhere whose page file entries did not read back (for
+        any of their queues) are gone: ``address`` no longer counts them as paged."""
+        _add(self.transient_paged, address, -messages, -size)
+
     def release_transient(self, msg: StoredMessage) -> None:
         """Such a message left its last queue."""
         _add(self.transient_paged if msg.paged else self.transient, msg.address, -1,

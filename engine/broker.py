@@ -67,6 +67,7 @@ class Broker:
         self.pages = pages
         if pages is not None:
             pages.held = self.cache.get
+            pages.lost = self.sizes.lost_transient
         persistence.image.released = self._image_released
         self.reader = IndexReader(persistence.image, self.cache, self._index_damaged)
         self.recovery_report = report

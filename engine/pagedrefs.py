@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from engine.pagefile import PageCursor, PageFile
+from engine.pagefile import PageCursor, PagedEntry, PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
 from engine.refs import MessageRef, Order, below
 
@@ -52,7 +52,7 @@ class PagedRefs:
         self.cursor = PageCursor()
         self.in_ram: Deque[MessageRef] = deque()
         self.incoming: List[MessageRef] = []
-        self._read: Dict[int, Tuple[int, Tuple[int, int], int]] = {}
+        self._read: Dict[int, PagedEntry] = {}
         # where a browser's last chunk stopped: (its last order key, the queue's cursor then,
         # page, offset, entries of the queue passed from that cursor)
         self._resume: Optional[Tuple[Order, Tuple[int, int], int, int, int]] = None
@@ -110,9 +110,11 @@ class PagedRefs:
                 _after, _here, page, offset, passed = self._resume
                 cursor = PageCursor(page, offset, self.cursor.ahead - passed)
             entries = self.pages.read(self.qid, cursor, limit, after)
+            if not entries and after is None:  # the rest of its count did not read back
+                self.cursor.ahead -= self.pages.lost_before(self.qid)
             for e in entries:
                 ref = MessageRef(e.msg, queue, e.order)
-                self._read[id(ref)] = (e.page, e.after, e.queues)
+                self._read[id(ref)] = e
                 out.append(ref)
             if entries:
                 last = entries[-1]
@@ -124,12 +126,14 @@ class PagedRefs:
 
     def taken(self, ref: MessageRef) -> None:
         """``ref``, one of the oldest (``first``, in order), is no longer paged."""
-        spot = self._read.pop(id(ref), None)
-        if spot is not None:
-            page, (self.cursor.page, self.cursor.offset), queues = spot
-            self.cursor.ahead -= 1
+        entry = self._read.pop(id(ref), None)
+        if entry is not None:
             assert self.pages is not None
-            self.pages.passed(ref.msg, page, queues)
+            self.cursor.page, self.cursor.offset = entry.after
+            self.cursor.ahead -= 1
+            self.pages.passed(entry, self.qid)
+            # entries of this queue in the pages it has read past did not read back
+            self.cursor.ahead -= self.pages.lost_before(self.qid, entry.page)
         elif ref.journaled:
             self.on_disk -= 1
         else:
@@ -141,9 +145,9 @@ class PagedRefs:
         in page files are passed, and a message no queue has paged any more is gone."""
         if self.cursor.ahead and self.pages is not None:
             for e in self.pages.read(self.qid, self.cursor, self.cursor.ahead):
-                if self.pages.passed(e.msg, e.page, e.queues, taken=False) and \
-                        e.msg.refcount == 0:
+                if self.pages.passed(e, self.qid, taken=False) and e.msg.refcount == 0:
                     self.cache.forget(e.msg)
+            self.pages.lost_before(self.qid)  # what did not read back
         out = list(self.in_ram) + self.incoming
         self.in_ram = deque()
         self.incoming = []

@@ -13,7 +13,11 @@ timestamp, expiration, priority, body, [[queue id, order key], ...], journaled]`
 reads the entries routed to it from its own cursor (``PageCursor``); a page file is deleted once
 every queue it names has passed all its entries. A write that fails (a full disk...) leaves the
 message in RAM, as before paging; a read that fails drops the entry, logged and counted (it was
-never promised to survive anything).
+never promised to survive anything). A dropped entry's routing cannot be read either, so each
+page keeps, per queue, how many of its entries the queue has not passed yet, and per address
+the messages and bytes still counted as paged: a queue that reads past a page (or finds no
+entry where its count says some are left) drops what it did not pass as lost, and a page whose
+entries are all passed or lost gives its addresses back what they still count (``lost``).
 
 What RAM keeps per message: nothing until one of its queues takes it; then, while others have
 not, a small record of how many still have it paged (``pending``), so that its address's size
@@ -26,7 +30,7 @@ import logging
 import struct
 import weakref
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import msgpack
 
@@ -66,8 +70,9 @@ class PageCursor:
 class PagedEntry:
     """One entry read for a queue: the message (from RAM when another queue holds it, else
     built from the entry), its order key on that queue, its page, the cursor position after
-    it, how many queues it was written for, and how many entries of the queue the read went
-    past up to it (this one included)."""
+    it, how many queues it was written for, how many entries of the queue the read went past
+    up to it (this one included), and whether it was journaled nowhere when written (its
+    page then counts it as paged until a queue takes it)."""
 
     msg: StoredMessage
     order: Tuple[int, ...]
@@ -75,6 +80,7 @@ class PagedEntry:
     after: Tuple[int, int]
     queues: int
     seen: int
+    counted: bool = False
 
 
 class PageFile:
@@ -92,10 +98,13 @@ class PageFile:
     """
 
     def __init__(self, fs: FileSystem, directory: str,
-                 held: Any = lambda mid: None) -> None:
+                 held: Any = lambda mid: None,
+                 lost: Callable[[str, int, int], None] = lambda address, n, size: None
+                 ) -> None:
         self.fs = fs
         self.dir = directory
         self.held = held
+        self.lost = lost
         if not fs.exists(directory):
             fs.mkdir(directory)
         for name in fs.listdir(directory):
@@ -103,6 +112,9 @@ class PageFile:
                 fs.unlink(f"{directory}/{name}")
         self.handles: Dict[int, int] = {}
         self.live: Dict[int, int] = {}  # page -> (entry, queue) pairs not yet passed
+        self.unpassed: Dict[int, Dict[int, int]] = {}  # page -> queue id -> its entries left
+        # page -> address -> [messages, bytes] written there and still counted as paged
+        self.paged_size: Dict[int, Dict[str, List[int]]] = {}
         self.page = 0
         self.end = 0
         self.pending: Dict[int, List[Any]] = {}
@@ -139,8 +151,13 @@ class PageFile:
             return None
         self.end += len(frame)
         self.live[self.page] = self.live.get(self.page, 0) + len(orders)
+        left = self.unpassed.setdefault(self.page, {})
+        for qid, _order in orders:
+            left[qid] = left.get(qid, 0) + 1
         if msg.journaled:  # the image counts it while it holds it: track it from now on
             self.pending[msg.mid] = [len(orders), False, False]
+        else:  # counted as paged by its address until a queue takes it
+            _count(self.paged_size.setdefault(self.page, {}), msg.address, 1, msg.size)
         self.written += 1
         return self.page
 
@@ -175,7 +192,8 @@ class PageFile:
                 if after is None or key > after:
                     msg = self._message(mid, address, durable, props, ts, exp, prio, body,
                                         journaled)
-                    out.append(PagedEntry(msg, key, page, nxt, len(routes), seen))
+                    out.append(PagedEntry(msg, key, page, nxt, len(routes), seen,
+                                          not journaled))
             page, offset = nxt
         return out
 
@@ -189,12 +207,14 @@ class PageFile:
         try:
             head = self.fs.pread(handle, _HEAD.size, offset)
             length, crc = _HEAD.unpack(head)
+            if offset + _HEAD.size + length > end:  # the length itself is damaged
+                return None, end - offset
             payload = self.fs.pread(handle, length, offset + _HEAD.size)
             if len(payload) != length or crc32c(payload) != crc:
-                return None, end - offset
+                return None, _HEAD.size + length  # this entry only: the next is checked
             return msgpack.unpackb(payload, raw=False, strict_map_key=False), _HEAD.size + length
         except (OSError, ValueError, struct.error):
-            return None, end - offset
+            return None, end - offset  # nothing after it can be trusted in this page
 
     def _message(self, mid: int, address: str, durable: bool, props: Dict[str, Any], ts: int,
                  exp: int, prio: int, body: bytes, journaled: bool) -> StoredMessage:
@@ -218,27 +238,60 @@ class PageFile:
         state[2] = True
         return True
 
-    def passed(self, msg: StoredMessage, page: int, queues: int, taken: bool = True) -> bool:
-        """One of the ``queues`` queues ``msg`` was written for took it (``taken``) or left
-        it (a deleted queue); the page file goes once all its entries are passed. Returns
-        whether every queue has passed it now."""
+    def passed(self, entry: PagedEntry, qid: int, taken: bool = True) -> bool:
+        """Queue ``qid``, one of the queues ``entry``'s message was written for, took it
+        (``taken``) or left it (a deleted queue); the page file goes once all its entries are
+        passed. Returns whether every queue has passed it now."""
+        msg, page = entry.msg, entry.page
         state = self.pending.get(msg.mid)
         if state is None:
-            state = self.pending[msg.mid] = [queues, False, False]
+            state = self.pending[msg.mid] = [entry.queues, False, False]
         state[0] -= 1
+        if entry.counted and not state[1] and (taken or state[0] <= 0):
+            # it stops counting as paged: taken by its first queue, or passed by its last
+            sizes = self.paged_size.get(page)
+            if sizes is not None:
+                _count(sizes, msg.address, -1, -msg.size)
         state[1] = state[1] or taken
-        left = self.live.get(page, 1) - 1
-        if left > 0:
-            self.live[page] = left
-        else:  # every entry of the page was passed: the file goes (a new one is started)
-            self._drop(page)
-            if page == self.page:
-                self.page += 1
-                self.end = 0
+        left = self.unpassed.get(page)
+        if left is not None and left.get(qid, 0) > 0:
+            left[qid] -= 1
+        self._passed_pairs(page, 1)
         if state[0] <= 0:
             del self.pending[msg.mid]
             return True
         return False
+
+    def lost_before(self, qid: int, page: Optional[int] = None) -> int:
+        """Queue ``qid`` reads past every page before ``page`` (``None``: past them all):
+        its entries there that it did not pass did not read back. They are dropped; returns
+        how many."""
+        lost = 0
+        for p in sorted(self.unpassed):
+            if page is not None and p >= page:
+                break
+            n = self.unpassed[p].pop(qid, 0)
+            if n:
+                lost += n
+                self._passed_pairs(p, n)
+        return lost
+
+    def _passed_pairs(self, page: int, n: int) -> None:
+        """``n`` (entry, queue) pairs of ``page`` are passed or lost; the file goes once all
+        are (a new one is started), giving its addresses back what they still count as
+        paged: the messages of entries that did not read back for any queue."""
+        left = self.live.get(page, n) - n
+        if left > 0:
+            self.live[page] = left
+            return
+        self._drop(page)
+        self.unpassed.pop(page, None)
+        for address, (messages, size) in self.paged_size.pop(page, {}).items():
+            if messages > 0:
+                self.lost(address, messages, size)
+        if page == self.page:
+            self.page += 1
+            self.end = 0
 
     def paged_elsewhere(self, mid: int) -> bool:
         """Whether a queue still has message ``mid`` paged in a page file."""
@@ -263,3 +316,13 @@ class PageFile:
         """Delete every page file (their messages do not outlive the broker)."""
         for page in list(self.handles):
             self._drop(page)
+
+
+def _count(sizes: Dict[str, List[int]], address: str, messages: int, size: int) -> None:
+    got = sizes.get(address)
+    if got is None:
+        got = sizes[address] = [0, 0]
+    got[0] += messages
+    got[1] += size
+    if got[0] <= 0:
+        del sizes[address]

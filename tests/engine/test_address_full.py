@@ -403,6 +403,61 @@ def test_paged_non_durable_messages_leave_ram_for_a_page_file() -> None:
     assert page_files(fs) == []
 
 
+def damage_entries(fs: SimulatedFileSystem, bodies: List[int]) -> None:
+    """Flip a byte inside the page file entries of the messages whose bodies are ``bodies``
+    (they then fail their CRC when read back)."""
+    import struct
+
+    import msgpack
+    for name in page_files(fs):
+        h = fs.open(f"/s/paging/{name}")
+        off, end = 0, fs.size(h)
+        while off + 8 <= end:
+            length, _crc = struct.unpack("<II", fs.pread(h, 8, off))
+            payload = fs.pread(h, length, off + 8)
+            if int(msgpack.unpackb(payload, raw=False)[7]) in bodies:
+                fs.pwrite(h, bytes([payload[0] ^ 0xFF]), off + 8)
+            off += 8 + length
+        fs.close(h)
+
+
+def test_page_file_entries_that_do_not_read_back_are_dropped_and_uncounted() -> None:
+    """Damaged entries (in the middle, and the queue's last) are skipped, logged and counted;
+    the queue's and the address's counts drop them once the queue has read past them, the
+    address stops paging when the rest is drained, and the page files go."""
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs)
+    make_queue(b, durable=False)
+    send(b, 300, durable=False)
+    damage_entries(fs, [100, 299])
+    assert drain(b) == [i for i in range(300) if i not in (100, 299)]
+    assert b.statistics().page_files.read_failures >= 2
+    assert (b.queue_info("q").message_count, b.queue_info("q").paged_count) == (0, 0)
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
+    assert page_files(fs) == []
+    send(b, 1, 300, durable=False)  # the address has room again: not paged
+    assert b.address_info("q").paged_count == 0 and drain(b) == [300]
+    b.close()
+
+
+def test_a_damaged_entry_shared_by_two_queues_is_dropped_by_both() -> None:
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs, limit=3)
+    for name in ("fast", "slow"):
+        make_queue(b, name, routing_type=RoutingType.MULTICAST, durable=False)
+    send(b, 40, durable=False)
+    damage_entries(fs, [20])
+    want = [i for i in range(40) if i != 20]
+    assert drain(b, "fast") == want
+    assert b.queue_info("slow").message_count == 40  # not read past it yet
+    assert drain(b, "slow") == want
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.paged_count, info.paging) == (0, 0, False)
+    assert page_files(fs) == []
+    b.close()
+
+
 def test_a_page_file_shared_by_queues_that_drain_at_different_speeds() -> None:
     fs = SimulatedFileSystem()
     b = sim_broker(fs, limit=3)
