@@ -6,15 +6,15 @@ Every phase runs in a fresh child process, so each RSS figure is that phase's ow
 - fill: the backlog is sent in batches of 1,000; RSS after filling (also split into the
   process's own memory and the file pages mapped in: LMDB's map), peak RSS;
 - on the backlog: 20,000 more sends, then 20,000 receive+acks from the head (batches of 100),
-  with the largest RSS seen while draining; then the child kills itself with SIGKILL;
-- reopen after the kill: seconds to open with the index, RSS after it, and the same send and
-  receive+ack rates again (the process that filled the backlog measures right after writing
-  gigabytes at full speed, when the kernel writes the zeros of new segment files several times
-  slower than on a quiet disk; a reopened store shows the backlog's own cost);
+  with the largest RSS seen while draining; then the same on an empty queue of a new store on
+  the same disk, in the same process, right after (the disk's fsync rate moves 10x within
+  minutes, and right after gigabytes were written the kernel writes the zeros of new segment
+  files several times slower: only rates measured side by side compare); then the child kills
+  itself with SIGKILL;
+- reopen after the kill: seconds to open with the index, RSS after it, and both rates again
+  (backlog, then an empty store), as a store that was not just filled sees them;
 - (one queue) rebuild: the index deleted, seconds to open, as records/s against a plain
-  read + CRC + unpack loop over the same segment files, and the peak RSS of the rebuild;
-- an empty store's send and receive+ack rates, measured right before, for the ratios (the
-  disk's fsync rate moves 10x within minutes: only ratios of one run mean anything).
+  read + CRC + unpack loop over the same segment files, and the peak RSS of the rebuild.
 
 Targets (issue 12): RSS <= 300 MB at every size; RSS at the largest size <= 1.5x RSS at the
 smallest; reopen <= 3 s; rebuild >= 0.5 of the plain loop; backlog rates >= 0.8 of empty.
@@ -95,6 +95,17 @@ def _rates(broker: Any, queues: List[str], out: Dict[str, Any], prefix: str) -> 
         out[f"{prefix}draining_rss_mb"] = draining
 
 
+def _empty_rates(directory: str, out: Dict[str, Any]) -> None:
+    """Send and receive+ack rates on the one queue of a new store at ``directory``, in
+    ``out`` as ``empty_send_rate`` and ``empty_receive_rate``."""
+    from engine import Broker, QueueConfig
+    with Broker.open(directory, expiry_scan_ms=0) as b:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        _rates(b, ["q"], out, "empty_")
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def child_fill(directory: str, n: int, nqueues: int) -> Dict[str, Any]:
     """Fill ``n`` messages over ``nqueues`` queues, measure on the backlog, then SIGKILL."""
     from engine import Broker, Message, QueueConfig
@@ -116,22 +127,12 @@ def child_fill(directory: str, n: int, nqueues: int) -> Dict[str, Any]:
     out["rss_split_mb"] = rss_split_mb()
     out["peak_mb"] = peak_mb()
     _rates(b, queues, out, "backlog_")
+    _empty_rates(directory.rstrip("/") + "-empty", out)
     out["memory"] = b.statistics().memory.__dict__
     out["count"] = sum(b.queue_info(q).message_count for q in queues)
     print(json.dumps(out), flush=True)
     os.kill(os.getpid(), signal.SIGKILL)
     return out  # pragma: no cover
-
-
-def child_empty(directory: str) -> Dict[str, Any]:
-    """Send and receive+ack rates on an empty queue of a new store."""
-    from engine import Broker, QueueConfig
-    out: Dict[str, Any] = {}
-    with Broker.open(directory, expiry_scan_ms=0) as b:
-        b.create_address("q")
-        b.create_queue(QueueConfig("q", "q"))
-        _rates(b, ["q"], out, "")
-    return out
 
 
 def child_reopen(directory: str) -> Dict[str, Any]:
@@ -145,6 +146,7 @@ def child_reopen(directory: str) -> Dict[str, Any]:
            "count": sum(b.queue_info(q).message_count for q in b.queue_names())}
     _rates(b, sorted(b.queue_names()), out, "backlog_")
     b.close()
+    _empty_rates(directory.rstrip("/") + "-empty", out)
     return out
 
 
@@ -188,7 +190,7 @@ def plain_scan(journal_dir: str) -> float:
 
 
 CHILDREN: Dict[str, Callable[..., Dict[str, Any]]] = {
-    "fill": child_fill, "empty": child_empty, "reopen": child_reopen, "rebuild": child_rebuild}
+    "fill": child_fill, "reopen": child_reopen, "rebuild": child_rebuild}
 
 
 def _child(kind: str, *args: Any) -> Dict[str, Any]:
@@ -207,9 +209,14 @@ class Row:
     size: int
     queues: int
     fill: Dict[str, Any]
-    empty: Dict[str, Any]
     reopen: Dict[str, Any]
     rebuild: Optional[Dict[str, Any]]
+
+    def ratio(self, phase: str, rate: str) -> float:
+        """``rate`` (``send_rate``, ``receive_rate``) on the backlog / on the empty store
+        measured next to it, in ``phase`` (``fill``, ``reopen``)."""
+        got = getattr(self, phase)
+        return float(got["backlog_" + rate] / got["empty_" + rate])
 
 
 def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], None]
@@ -220,8 +227,6 @@ def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], No
         for nq in (1, 100):
             tmp = tempfile.mkdtemp(prefix="mqstore-bench-mem-", dir=directory)
             try:
-                progress(f"{size:,} messages, {nq} queue(s): empty store")
-                empty = _child("empty", os.path.join(tmp, "empty"))
                 progress(f"{size:,} messages, {nq} queue(s): filling")
                 fill = _child("fill", os.path.join(tmp, "s"), size, nq)
                 progress(f"{size:,} messages, {nq} queue(s): reopening")
@@ -230,7 +235,7 @@ def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], No
                 if nq == 1:
                     progress(f"{size:,} messages: rebuilding the index")
                     rebuild = _child("rebuild", os.path.join(tmp, "s"))
-                rows.append(Row(size, nq, fill, empty, reopen, rebuild))
+                rows.append(Row(size, nq, fill, reopen, rebuild))
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
     return rows

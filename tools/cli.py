@@ -96,8 +96,9 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
               caption="RSS, peak, drain: MB after filling, peak while filling, most while "
                       "draining; own: RSS after filling that is the process's own memory "
                       "(the rest is file pages mapped in); send x, recv x: rates on the "
-                      "backlog / on an empty queue, in the process that filled it | after "
-                      "the reopen; rebuild x: index rebuild / plain read+CRC+unpack loop")
+                      "backlog / on an empty queue measured next to it, in the process that "
+                      "filled it | after the reopen; rebuild x: index rebuild / plain "
+                      "read+CRC+unpack loop")
     for col in ("backlog", "q", "fill/s", "RSS", "own", "peak", "drain", "reopen s",
                 "send x", "recv x", "rebuild x"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -115,8 +116,7 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
     peak = max(max(r.fill["peak_mb"], r.reopen["peak_mb"]) for r in rows)
     growth = large.fill["rss_mb"] / small.fill["rss_mb"]
     rebuilds = [r.rebuild["rebuild_rate"] / r.rebuild["plain_rate"] for r in rows if r.rebuild]
-    reopened = [r.reopen[f"backlog_{k}"] / r.empty[k] for r in rows
-                for k in ("send_rate", "receive_rate")]
+    reopened = [r.ratio("reopen", k) for r in rows for k in ("send_rate", "receive_rate")]
     console.print(f"peak RSS {peak:.0f} MB (target <= 300); RSS at {large.size:,} / at "
                   f"{small.size:,}: {growth:.2f} (target <= 1.5); slowest reopen "
                   f"{max(r.reopen['open_s'] for r in rows):.2f} s (target <= 3); lowest "
@@ -127,8 +127,7 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
 
 def _ratios(r: Any, rate: str) -> str:
     """``backlog rate / empty rate`` in the filling process | after the reopen."""
-    return (f"{r.fill['backlog_' + rate] / r.empty[rate]:.2f} | "
-            f"{r.reopen['backlog_' + rate] / r.empty[rate]:.2f}")
+    return f"{r.ratio('fill', rate):.2f} | {r.ratio('reopen', rate):.2f}"
 
 
 @bench.command("spark")
