@@ -17,13 +17,11 @@ dead record, so an index commit writes only the marks made since the last one.
 
 from __future__ import annotations
 
-from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set,
-                    Tuple)
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from journal.core import JournalCore
 from journal.errors import JournalIOError
 from journal.segment import Location, SegmentInfo
-
 
 
 class Liveness:

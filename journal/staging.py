@@ -32,7 +32,6 @@ from journal.segment import Location, SegmentInfo
 from journal.tickets import Batch, collateral_cancel
 
 
-
 class LoopStage:
     """The records staged by one event loop in one iteration (internal).
 
