@@ -37,10 +37,11 @@ class _Deleted:
 DELETED = _Deleted()
 
 
-def pack_value(key: bytes, obj: Any) -> bytes:
+def pack_value(key: bytes, obj: Any, pack: Optional[Callable[[Any], bytes]] = None) -> bytes:
     """The stored form of ``obj`` under ``key``: msgpack body + CRC-32C(key, body) (4 bytes,
-    little-endian)."""
-    body = msgpack.packb(obj, use_bin_type=True)
+    little-endian). ``pack``: a ``msgpack.Packer(use_bin_type=True).pack`` to reuse across
+    many values (one Packer per call otherwise)."""
+    body = msgpack.packb(obj, use_bin_type=True) if pack is None else pack(obj)
     return body + crc32c(body, crc32c(key)).to_bytes(4, "little")
 
 
@@ -116,11 +117,7 @@ class Table:
         pack = msgpack.Packer(use_bin_type=True).pack  # one per call: a Packer is not shared
         encode = self.encode
         for key, value in self.dirty.items():
-            if value is DELETED:
-                out[key] = None
-            else:  # pack_value, with one packer for the whole overlay
-                body = pack(encode(value))
-                out[key] = body + crc32c(body, crc32c(key)).to_bytes(4, "little")
+            out[key] = None if value is DELETED else pack_value(key, encode(value), pack)
         return out
 
     def committed(self) -> None:
