@@ -78,24 +78,24 @@ class AddressSizes:
 
     def count_transient(self, address: str, size: int, paged: bool) -> None:
         """One more message journaled nowhere held by ``address`` (``size`` body bytes)."""
-        _add(self.transient_paged if paged else self.transient, address, 1, size)
+        tally(self.transient_paged if paged else self.transient, address, 1, size)
         if not paged:
             self.transient_bytes += size
 
     def depaged_transient(self, msg: StoredMessage) -> None:
         """Such a message joined its queues: it counts in its address's size now."""
         if msg.paged:
-            _add(self.transient_paged, msg.address, -1, -msg.size)
+            tally(self.transient_paged, msg.address, -1, -msg.size)
             self.add_transient(msg, False)
 
     def lost_transient(self, address: str, messages: int, size: int) -> None:
         """Paged messages journaled nowhere whose page file entries did not read back (for
         any of their queues) are gone: ``address`` no longer counts them as paged."""
-        _add(self.transient_paged, address, -messages, -size)
+        tally(self.transient_paged, address, -messages, -size)
 
     def release_transient(self, msg: StoredMessage) -> None:
         """Such a message left its last queue."""
-        _add(self.transient_paged if msg.paged else self.transient, msg.address, -1,
+        tally(self.transient_paged if msg.paged else self.transient, msg.address, -1,
              -msg.size)
         if not msg.paged:
             self.transient_bytes -= msg.size
@@ -256,7 +256,9 @@ def timed_out(address: str, pending: int, total: int, timeout: Optional[float]
                             f"{timeout} s for room and were not sent", sent=total - pending)
 
 
-def _add(table: Dict[str, List[int]], address: str, messages: int, size: int) -> None:
+def tally(table: Dict[str, List[int]], address: str, messages: int, size: int) -> None:
+    """Add ``messages`` and ``size`` bytes to ``address``'s ``[messages, bytes]`` in
+    ``table``; an address left with none leaves the table."""
     got = table.setdefault(address, [0, 0])
     got[0] += messages
     got[1] += size

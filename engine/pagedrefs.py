@@ -111,7 +111,7 @@ class PagedRefs:
                 cursor = PageCursor(page, offset, self.cursor.ahead - passed)
             entries = self.pages.read(self.qid, cursor, limit, after)
             if not entries and after is None:  # the rest of its count did not read back
-                self.cursor.ahead -= self.pages.lost_before(self.qid)
+                self.cursor.ahead -= self.pages.lost_between(self.qid, self.cursor.page)
             for e in entries:
                 ref = MessageRef(e.msg, queue, e.order)
                 self._read[id(ref)] = e
@@ -129,11 +129,12 @@ class PagedRefs:
         entry = self._read.pop(id(ref), None)
         if entry is not None:
             assert self.pages is not None
+            was = self.cursor.page
             self.cursor.page, self.cursor.offset = entry.after
             self.cursor.ahead -= 1
             self.pages.passed(entry, self.qid)
-            # entries of this queue in the pages it has read past did not read back
-            self.cursor.ahead -= self.pages.lost_before(self.qid, entry.page)
+            if entry.page > was:  # entries of it in the pages it read past did not read back
+                self.cursor.ahead -= self.pages.lost_between(self.qid, was, entry.page)
         elif ref.journaled:
             self.on_disk -= 1
         else:
@@ -147,7 +148,7 @@ class PagedRefs:
             for e in self.pages.read(self.qid, self.cursor, self.cursor.ahead):
                 if self.pages.passed(e, self.qid, taken=False) and e.msg.refcount == 0:
                     self.cache.forget(e.msg)
-            self.pages.lost_before(self.qid)  # what did not read back
+            self.pages.lost_between(self.qid, self.cursor.page)  # what did not read back
         out = list(self.in_ram) + self.incoming
         self.in_ram = deque()
         self.incoming = []

@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import msgpack
 
+from engine.addressfull import tally
 from engine.paging import StoredMessage
 from journal import FileSystem
 from journal.crc import crc32c
@@ -157,7 +158,7 @@ class PageFile:
         if msg.journaled:  # the image counts it while it holds it: track it from now on
             self.pending[msg.mid] = [len(orders), False, False]
         else:  # counted as paged by its address until a queue takes it
-            _count(self.paged_size.setdefault(self.page, {}), msg.address, 1, msg.size)
+            tally(self.paged_size.setdefault(self.page, {}), msg.address, 1, msg.size)
         self.written += 1
         return self.page
 
@@ -251,7 +252,7 @@ class PageFile:
             # it stops counting as paged: taken by its first queue, or passed by its last
             sizes = self.paged_size.get(page)
             if sizes is not None:
-                _count(sizes, msg.address, -1, -msg.size)
+                tally(sizes, msg.address, -1, -msg.size)
         state[1] = state[1] or taken
         left = self.unpassed.get(page)
         if left is not None and left.get(qid, 0) > 0:
@@ -262,15 +263,14 @@ class PageFile:
             return True
         return False
 
-    def lost_before(self, qid: int, page: Optional[int] = None) -> int:
-        """Queue ``qid`` reads past every page before ``page`` (``None``: past them all):
-        its entries there that it did not pass did not read back. They are dropped; returns
-        how many."""
+    def lost_between(self, qid: int, first: int, stop: Optional[int] = None) -> int:
+        """Queue ``qid`` has read past pages ``first`` up to ``stop`` (``None``: past every
+        page): its entries there that it did not pass did not read back. They are dropped;
+        returns how many. Costs O(pages in the range)."""
         lost = 0
-        for p in sorted(self.unpassed):
-            if page is not None and p >= page:
-                break
-            n = self.unpassed[p].pop(qid, 0)
+        for p in range(first, self.page + 1 if stop is None else stop):
+            left = self.unpassed.get(p)
+            n = left.pop(qid, 0) if left is not None else 0
             if n:
                 lost += n
                 self._passed_pairs(p, n)
@@ -316,13 +316,3 @@ class PageFile:
         """Delete every page file (their messages do not outlive the broker)."""
         for page in list(self.handles):
             self._drop(page)
-
-
-def _count(sizes: Dict[str, List[int]], address: str, messages: int, size: int) -> None:
-    got = sizes.get(address)
-    if got is None:
-        got = sizes[address] = [0, 0]
-    got[0] += messages
-    got[1] += size
-    if got[0] <= 0:
-        del sizes[address]

@@ -421,14 +421,20 @@ def damage_entries(fs: SimulatedFileSystem, bodies: List[int]) -> None:
         fs.close(h)
 
 
-def test_page_file_entries_that_do_not_read_back_are_dropped_and_uncounted() -> None:
+@pytest.mark.parametrize("page_size", [10 << 20, 2048])
+def test_page_file_entries_that_do_not_read_back_are_dropped_and_uncounted(
+        page_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Damaged entries (in the middle, and the queue's last) are skipped, logged and counted;
-    the queue's and the address's counts drop them once the queue has read past them, the
-    address stops paging when the rest is drained, and the page files go."""
+    the queue's and the address's counts drop them once the queue has read past them (within
+    one page file, and across small ones), the address stops paging when the rest is
+    drained, and the page files go."""
+    from engine import pagefile
+    monkeypatch.setattr(pagefile, "PAGE_SIZE", page_size)
     fs = SimulatedFileSystem()
     b = sim_broker(fs)
     make_queue(b, durable=False)
     send(b, 300, durable=False)
+    assert (len(page_files(fs)) > 1) == (page_size < 4096)  # one file, or several
     damage_entries(fs, [100, 299])
     assert drain(b) == [i for i in range(300) if i not in (100, 299)]
     assert b.statistics().page_files.read_failures >= 2
