@@ -1,8 +1,9 @@
 """mqstore's journal: append-only, CRC-framed segments with group commit and log recovery.
 
 The package stores typed, opaque records and knows where they are; it never interprets them.
-Public API: ``Journal``, ``JournalOptions``, ``Ticket``, ``Record``, ``Location``, the file-system
-seam (``FileSystem``, ``OsFileSystem``, ``SimulatedFileSystem``) and the error hierarchy.
+Public API: ``Journal``, ``JournalOptions``, ``Ticket``, ``Record`` (and ``FrameRun``, frames as
+read), ``Location``, the file-system seam (``FileSystem``, ``OsFileSystem``,
+``SimulatedFileSystem``) and the error hierarchy.
 """
 
 from journal.compaction import CompactionReport
@@ -12,13 +13,14 @@ from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRe
 from journal.fs import FileSystem, OsFileSystem
 from journal.journal import Journal, JournalOptions, JournalStatistics
 from journal.opening import OpenReport, SkippedRange
-from journal.records import Record, unpack_payload
+from journal.records import FrameRun, Record, unpack_payload
 from journal.segment import Location, SegmentSummary
 from journal.simfs import SimulatedFileSystem
 from journal.tickets import Ticket
 
 __all__ = [
     "CompactionReport", "CorruptJournalError", "DirectoryLockedError", "FileSystem",
+    "FrameRun",
     "InvalidRecordError", "Journal", "JournalClosedError", "JournalError", "JournalFailedError",
     "JournalIOError", "JournalOptions", "JournalStatistics", "Location", "MqStoreError",
     "OpenReport", "OsFileSystem", "ReadOnlyError", "Record", "RecordTooLargeError",

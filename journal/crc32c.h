@@ -25,8 +25,8 @@ static void crc_init(void) {
             crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
 }
 
-static uint32_t crc_soft(const uint8_t *p, size_t n) {
-    uint32_t c = 0xFFFFFFFFu;
+static uint32_t crc_soft(uint32_t prev, const uint8_t *p, size_t n) {
+    uint32_t c = prev ^ 0xFFFFFFFFu;
     while (n >= 8) {
         uint32_t lo, hi;
         memcpy(&lo, p, 4);
@@ -45,8 +45,9 @@ static uint32_t crc_soft(const uint8_t *p, size_t n) {
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <nmmintrin.h>
-__attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_t n) {
-    uint64_t c = 0xFFFFFFFFu;
+__attribute__((target("sse4.2"))) static uint32_t crc_hw(uint32_t prev, const uint8_t *p,
+                                                         size_t n) {
+    uint64_t c = prev ^ 0xFFFFFFFFu;
     while (n >= 8) {
         uint64_t v;
         memcpy(&v, p, 8);
@@ -58,9 +59,16 @@ __attribute__((target("sse4.2"))) static uint32_t crc_hw(const uint8_t *p, size_
     while (n--) c32 = _mm_crc32_u8(c32, *p++);
     return c32 ^ 0xFFFFFFFFu;
 }
-static uint32_t crc32c(const uint8_t *p, size_t n) { return have_hw ? crc_hw(p, n) : crc_soft(p, n); }
+/* crc32c_from(prev, p, n): the CRC of the bytes before p (``prev``) continued over p[0:n], as
+ * the crc32c package's crc32c(data, value=prev); crc32c(p, n) starts from nothing. */
+static uint32_t crc32c_from(uint32_t prev, const uint8_t *p, size_t n) {
+    return have_hw ? crc_hw(prev, p, n) : crc_soft(prev, p, n);
+}
 #else
-static uint32_t crc32c(const uint8_t *p, size_t n) { return crc_soft(p, n); }
+static uint32_t crc32c_from(uint32_t prev, const uint8_t *p, size_t n) {
+    return crc_soft(prev, p, n);
+}
 #endif
+static uint32_t crc32c(const uint8_t *p, size_t n) { return crc32c_from(0, p, n); }
 
 #endif

@@ -34,7 +34,7 @@ from journal.liveness import Liveness
 from journal.manifest import SegmentManifest, reconcile
 from journal.opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
                              load_segments)
-from journal.records import Record, iter_segment_records
+from journal.records import FrameRun, Record, iter_segment_runs
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from journal.staging import AsyncStager, account_run, place_records
 from journal.tickets import Batch, Ticket, collateral_cancel
@@ -400,6 +400,20 @@ class Journal:
         Raises:
             CorruptJournalError: a record that was valid at open no longer is.
         """
+        for run in self.runs(from_lsn, from_location):
+            for frame in run.frames:
+                if frame.lsn >= from_lsn:
+                    yield run.record(frame)
+
+    def runs(self, from_lsn: int = 0, from_location: Optional[Location] = None
+             ) -> Iterator[FrameRun]:
+        """``records``, as the runs of frames each read returned (``FrameRun``), for readers
+        that handle many frames at once. A run may begin with frames below ``from_lsn``: the
+        reader skips them.
+
+        Raises:
+            CorruptJournalError: a record that was valid at open no longer is.
+        """
         with self._lock:
             infos = sorted(self._segments.values(), key=lambda s: s.sequence)
         for info in infos:
@@ -410,9 +424,7 @@ class Journal:
             start = SEGMENT_HEADER_SIZE
             if from_location is not None and info.sequence == from_location.segment:
                 start = from_location.offset
-            for record in iter_segment_records(self._fs, info, start, self._options.max_frame()):
-                if record.lsn >= from_lsn:
-                    yield record
+            yield from iter_segment_runs(self._fs, info, start, self._options.max_frame())
 
     # -- liveness ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:

@@ -62,6 +62,18 @@ class AddressLedger:
         self.total_bytes += size
         return False
 
+    def grow(self, sizes: Mapping[str, List[int]]) -> None:
+        """Messages routed to addresses that do not page: ``sizes`` maps an address to
+        ``[messages, body bytes]`` to add (what ``added`` does one message at a time)."""
+        for address, (n, size) in sizes.items():
+            got = self.sizes.get(address)
+            if got is None:
+                self.sizes[address] = [n, size]
+            else:
+                got[0] += n
+                got[1] += size
+            self.total_bytes += size
+
     def released(self, msg: MessageImage) -> bool:
         """``msg`` has no reference left. Returns whether it was paged."""
         paged = self.is_paged(msg)

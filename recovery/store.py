@@ -15,11 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-from journal import FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport
+from journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
+                     Record)
 from recovery.checkpoint import Checkpoint, changes, committed, read_index
 from recovery.errors import IndexInvalidError, MalformedRecordError
 from recovery.image import NullSink, StoreImage
 from recovery.indexstore import IndexStore
+from recovery.messagefold import MessageFold
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
@@ -198,26 +200,46 @@ def write_index(index: IndexStore, image: StoreImage, journal: Journal,
 def replay(journal: Journal, image: StoreImage, from_lsn: int, sink,
            every: Optional[Callable[[], Any]] = None) -> int:
     """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many. ``every``
-    is called after each 1,000 records (a rebuild commits its overlay there).
+    is called after each 1,000 records (a rebuild commits its overlay there). Runs of plain
+    MESSAGE records go through the compiled fold when it was built (``MessageFold``), every
+    other record through ``StoreImage.apply``; both give the same image.
 
     Raises:
         MalformedRecordError: a CRC-valid record whose payload does not fit its kind (names the
             segment file, offset, LSN and kind); ``image`` is then partly folded and must be
             dropped. CorruptJournalError, JournalIOError: from reading the journal.
     """
-    n = 0
-    for rec in journal.records(from_lsn=from_lsn):
-        try:
-            image.apply(rec.kind, rec.payload, rec.location, rec.lsn, sink)
-        except MALFORMED as exc:
-            loc = rec.location
-            path = next(s.path for s in journal.segments() if s.sequence == loc.segment)
-            raise MalformedRecordError(path, loc.offset, rec.lsn, rec.kind,
-                                       f"{type(exc).__name__}: {exc}") from exc
-        n += 1
-        if every is not None and n % 1000 == 0:
-            every()
+    fold = MessageFold(image)
+    n, due = 0, EVERY
+    for run in journal.runs(from_lsn=from_lsn):
+        frames, i = run.frames, 0
+        while i < len(frames):
+            j, folded = fold(run, i, from_lsn, due - n)
+            n += folded
+            if j == i:  # the frame is not for the compiled fold
+                frame, j = frames[i], i + 1
+                if frame.lsn >= from_lsn:
+                    _apply(journal, image, run.record(frame), sink)
+                    n += 1
+            i = j
+            if every is not None and n >= due:
+                every()
+            if n >= due:
+                due = n - n % EVERY + EVERY
     return n
+
+
+EVERY = 1000  # records folded between calls of replay's ``every``
+
+
+def _apply(journal: Journal, image: StoreImage, rec: Record, sink) -> None:
+    try:
+        image.apply(rec.kind, rec.payload, rec.location, rec.lsn, sink)
+    except MALFORMED as exc:
+        loc = rec.location
+        path = next(s.path for s in journal.segments() if s.sequence == loc.segment)
+        raise MalformedRecordError(path, loc.offset, rec.lsn, rec.kind,
+                                   f"{type(exc).__name__}: {exc}") from exc
 
 
 # what folding a payload of the wrong shape raises (a field missing, not a map, a wrong type)

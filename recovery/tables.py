@@ -7,6 +7,11 @@ transaction of the store, with the ``meta`` entry that says which LSN the tables
 index update costs O(changes since the last one), never O(state) (issue 12). Every committed
 value carries a CRC-32C of its key and body, checked when it is read.
 
+An overlay value is a decoded Python value, or, when it is ``bytes``, the value already in its
+stored form (the compiled fold of MESSAGE records writes those, ``recovery.messagefold``): reads
+decode it like a committed value, a commit writes it as it is. No table keeps ``bytes`` as a
+decoded value.
+
 Keys are bytes that sort like the numbers they hold (ids as 8-byte big-endian). A key put with
 ``fresh=True`` is new since the last commit (ids, LSNs and locations are never reused), so
 deleting it again before the commit leaves no trace in the store. ``OrderedTable`` also keeps,
@@ -88,7 +93,7 @@ class Table:
         """
         value = self.dirty.get(key)
         if value is not None:
-            return None if value is DELETED else value
+            return None if value is DELETED else self._overlaid(key, value)
         raw = self.store.get(self.name, key)
         if raw is None:
             return None
@@ -117,7 +122,10 @@ class Table:
         pack = msgpack.Packer(use_bin_type=True).pack  # one per call: a Packer is not shared
         encode = self.encode
         for key, value in self.dirty.items():
-            out[key] = None if value is DELETED else pack_value(key, encode(value), pack)
+            if type(value) is bytes:  # stored form already
+                out[key] = value
+            else:
+                out[key] = None if value is DELETED else pack_value(key, encode(value), pack)
         return out
 
     def committed(self) -> None:
@@ -136,7 +144,12 @@ class Table:
         for key in fresh:
             value = self.dirty.get(key)
             if value is not None and value is not DELETED:
-                yield key, value
+                yield key, self._overlaid(key, value)
+
+    def _overlaid(self, key: bytes, value: Any) -> Any:
+        """An overlay value (not ``DELETED``) as a decoded value."""
+        return self.decode(unpack_value(self.name, key, value)) if type(value) is bytes \
+            else value
 
     def _committed_range(self, start: bytes, stop: Optional[bytes], chunk: int,
                          limit: Optional[int]) -> Iterator[Tuple[bytes, Any]]:
@@ -151,7 +164,7 @@ class Table:
                     value = self.decode(unpack_value(self.name, key, raw))
                 elif value is DELETED:
                     continue
-                yield key, value
+                yield key, self._overlaid(key, value)
                 n += 1
                 if limit is not None and n >= limit:
                     return
@@ -201,7 +214,7 @@ class OrderedTable(Table):
         for key in new[bisect.bisect_right(new, after):]:
             value = self.dirty.get(key)
             if value is not None and value is not DELETED:
-                out.append((key, value))
+                out.append((key, self._overlaid(key, value)))
                 if len(out) >= limit:
                     break
         return out
