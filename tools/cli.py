@@ -98,8 +98,9 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
                       "(the rest is file pages mapped in); send x, recv x: rates on the "
                       "backlog / on an empty queue measured next to it, in the process that "
                       "filled it | after the reopen; rebuild s, x: seconds to open without "
-                      "the index, and its records/s / a plain read+CRC+unpack loop's (a "
-                      "small store's is mostly the fixed cost of an open)")
+                      "the index, and its records/s / a plain read+CRC+unpack loop's (at "
+                      "small sizes most records are the rate runs' deliveries and acks, "
+                      "which the Python fold takes)")
     for col in ("backlog", "q", "fill/s", "RSS", "own", "peak", "drain", "reopen s",
                 "send x", "recv x", "rebuild s", "rebuild x"):
         t.add_column(col, justify="right", no_wrap=True)
