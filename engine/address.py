@@ -14,7 +14,8 @@ from engine.settings import AddressSettings
 
 @dataclass
 class Address:
-    """A runtime address: id, name, routing types, queues by name, round-robin cursor."""
+    """A runtime address: id, name, routing types, queues by name, round-robin cursor,
+    messages dropped by its DROP policy and whether it is dropping now (logged once)."""
 
     id: int
     name: str
@@ -24,6 +25,7 @@ class Address:
     queues: Dict[str, Queue] = field(default_factory=dict)
     cursor: int = 0
     dropped: int = 0
+    dropping: bool = False
 
     def info(self, sizes: AddressSizes, settings: AddressSettings) -> AddressInfo:
         """The management view, with what the address holds (``sizes``) against its

@@ -7,10 +7,16 @@ message (original address and queue in properties ``_AMQ_ORIG_ADDRESS``/``_AMQ_O
 no expiration), or, with no such address (or one with no queues), it is dropped and counted in
 ``messages_expired`` or ``messages_killed``. The removal and the copy are one TX record: after a
 crash the message is in exactly one place.
+
+Each outcome is logged on ``mqstore.engine`` as Artemis logs it: a move to a dead-letter address
+and a drop for want of one (none set, missing, or without queues) at WARNING (AMQ222149,
+AMQ222111, AMQ222146), a move to an expiry address at INFO, an expiry with no expiry address set
+at DEBUG.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import List, Optional, Sequence, Tuple
 
 from engine.core import BrokerCore
@@ -22,6 +28,8 @@ from engine.queue import MessageRef
 from journal import Ticket
 from recovery import schema
 from recovery.schema import AckReason
+
+log = logging.getLogger("mqstore.engine")
 
 ORIG_ADDRESS = "_AMQ_ORIG_ADDRESS"
 ORIG_QUEUE = "_AMQ_ORIG_QUEUE"
@@ -35,8 +43,9 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
     for ref, reason in items:
         queue = ref.queue
         settings = broker.settings.resolve(queue.config.address)
-        target = settings.expiry_address if reason == AckReason.EXPIRED.value \
-            else settings.dead_letter_address
+        expired = reason == AckReason.EXPIRED.value
+        target = settings.expiry_address if expired else settings.dead_letter_address
+        queues = []
         if target and target in broker.addresses:
             body = body_of(broker, ref.msg)
             props = dict(ref.msg.properties)
@@ -45,6 +54,7 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
             copy = Message(body, props, ref.msg.durable, ref.msg.priority, 0, ref.msg.timestamp)
             addr, queues = route(broker, Destination(target))
             placement.add(addr.name, queues, copy)
+        _log_outcome(ref, reason, expired, target, bool(queues), target in broker.addresses)
         if ref.journaled:
             acks.append(schema.ack(queue.id, ref.msg.mid, reason))
     ticket = placement.write(acks, as_tx=True)
@@ -53,6 +63,20 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
     for queue in {ref.queue.id: ref.queue for ref, _r in items}.values():
         maybe_delete(broker, queue)  # seed 004 §4.18: no consumers and no messages left
     return ticket
+
+
+def _log_outcome(ref: MessageRef, reason: str, expired: bool, target: Optional[str],
+                 moved: bool, exists: bool) -> None:
+    what = "expiry address" if expired else "dead-letter address"
+    where = f"message {ref.msg.mid} of queue {ref.queue.name!r} ({reason})"
+    if moved:
+        (log.info if expired else log.warning)("%s: sent to %s %r", where, what, target)
+    elif not target:
+        (log.debug if expired else log.warning)("%s: dropped, no %s is set for its address",
+                                                where, what)
+    else:
+        log.warning("%s: dropped, %s %r %s", where, what, target,
+                    "has no queues" if exists else "does not exist")
 
 
 def expire_now(broker: BrokerCore, refs: List[MessageRef]) -> Optional[Ticket]:

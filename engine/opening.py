@@ -59,7 +59,7 @@ def open_storage(directory: str, fs: FileSystem, index: Optional[IndexStore],
             os.chmod(directory, 0o700)
             lock = fs.lock(path)
         except BlockingIOError:
-            raise DirectoryLockedError(path) from None
+            raise DirectoryLockedError(path, fs.lock_holder(path)) from None
         except OSError as exc:  # not a directory, no permission...
             raise JournalIOError(directory, "open the store directory", exc) from exc
     try:

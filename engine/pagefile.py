@@ -39,7 +39,7 @@ from engine.paging import StoredMessage
 from journal import FileSystem
 from journal.crc import crc32c
 
-log = logging.getLogger("mqstore")
+log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
 PAGE_SIZE = 10 << 20  # bytes per page file (Artemis page-size-bytes)
 _HEAD = struct.Struct("<II")

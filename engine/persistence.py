@@ -23,7 +23,7 @@ from recovery import IndexStore, StoreImage, write_index
 from recovery.errors import IndexInvalidError
 from recovery.schema import RecordKind
 
-log = logging.getLogger("mqstore")
+log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
 READ_CACHE = 8  # decoded records kept for body reads
 

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import msgpack
@@ -30,6 +31,8 @@ from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
 from recovery import schema
 from recovery.schema import AckReason, RecordKind
+
+log = logging.getLogger("mqstore.engine")
 
 Removal = Tuple[MessageRef, str]
 
@@ -160,8 +163,10 @@ Routed = Tuple[Tuple[Any, List[Queue]], Message]  # ((address, queues), message)
 def admission(broker: BrokerCore, routed: Sequence[Routed], block: bool = True,
               count: bool = True) -> Admission:
     """The address-full policies applied to routed messages (``engine.addressfull.admit``);
-    dropped ones are counted on their addresses (unless ``count`` is false: a look only).
-    ``block`` false: a BLOCK address accepts (a transaction waited for room at its sends).
+    dropped ones are counted on their addresses (unless ``count`` is false: a look only), and
+    an address that starts dropping is logged once at WARNING on ``mqstore.engine`` (Artemis
+    AMQ222039), again only after it accepted a message. ``block`` false: a BLOCK address
+    accepts (a transaction waited for room at its sends).
 
     Raises:
         AddressFullError: a FAIL address is full; nothing was changed.
@@ -169,8 +174,19 @@ def admission(broker: BrokerCore, routed: Sequence[Routed], block: bool = True,
     out = admit(broker.sizes, broker.settings.resolve, broker.sizes.paging, routed,
                 lambda item: item[0][0].name, lambda item: len(item[1].body),
                 lambda item: bool(item[0][1]), block)
-    for address in out.dropped if count else ():
-        broker.addresses[address].dropped += 1
+    if not count:
+        return out
+    for address in out.dropped:
+        addr = broker.addresses[address]
+        if not addr.dropping:
+            addr.dropping = True
+            n, b = broker.sizes.size(address)
+            log.warning("messages sent to address %r are being dropped (DROP policy): it holds "
+                        "%d messages, %d bytes", address, n, b)
+        addr.dropped += 1
+    for (addr, queues), _msg in out.accepted:
+        if queues:
+            addr.dropping = False
     return out
 
 

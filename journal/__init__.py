@@ -6,6 +6,8 @@ read), ``Location``, the file-system seam (``FileSystem``, ``OsFileSystem``,
 ``SimulatedFileSystem``) and the error hierarchy.
 """
 
+import logging
+
 from journal.compaction import CompactionReport
 from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
                             JournalClosedError, JournalError, JournalFailedError,
@@ -17,6 +19,10 @@ from journal.records import FrameRun, Record, unpack_payload
 from journal.segment import Location, SegmentSummary
 from journal.simfs import SimulatedFileSystem
 from journal.tickets import Ticket
+
+# a library logs, the application decides what is shown: without its own configuration,
+# nothing of mqstore's loggers (mqstore.journal, .recovery, .engine) reaches stderr
+logging.getLogger("mqstore").addHandler(logging.NullHandler())
 
 __all__ = [
     "CompactionReport", "CorruptJournalError", "DirectoryLockedError", "FileSystem",

@@ -9,6 +9,7 @@ boundary with ``raise ... from exc``.
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 
@@ -128,11 +129,16 @@ class DirectoryLockedError(JournalError):
 
     Attributes:
         path: the lock file.
+        holder: the process id holding it, when the system says (Linux), else ``None``.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, holder: Optional[int] = None) -> None:
         self.path = path
-        super().__init__(f"{path} is locked by another opener",
+        self.holder = holder
+        who = "another opener" if holder is None else (
+            "this process (another opener in it)" if holder == os.getpid()
+            else f"process {holder}")
+        super().__init__(f"{path} is locked by {who}",
                          hint="one process opens a store directory at a time; close the other "
                               "opener, or open read-only for inspection")
 

@@ -13,7 +13,7 @@ import errno
 import fcntl
 import os
 from abc import ABC, abstractmethod
-from typing import List
+from typing import List, Optional
 
 
 class FileSystem(ABC):
@@ -90,6 +90,11 @@ class FileSystem(ABC):
     @abstractmethod
     def unlock(self, handle: int) -> None:
         """Release a lock taken with ``lock``."""
+
+    def lock_holder(self, path: str) -> Optional[int]:
+        """The process id holding a lock on ``path``, or ``None`` when unknown (for the
+        error a blocked ``lock`` leads to)."""
+        return None
 
     def read_file(self, path: str) -> bytes:
         """The whole content of a file."""
@@ -177,3 +182,22 @@ class OsFileSystem(FileSystem):
     def unlock(self, handle: int) -> None:
         fcntl.flock(handle, fcntl.LOCK_UN)
         os.close(handle)
+
+    def lock_holder(self, path: str) -> Optional[int]:
+        """From Linux's ``/proc/locks`` (flock lines name the holder's pid, device and
+        inode); ``None`` elsewhere or when no holder is listed."""
+        try:
+            st = os.stat(path)
+            with open("/proc/locks", encoding="ascii", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            return None
+        want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+        for line in lines:
+            fields = line.split()
+            if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == want:
+                try:
+                    return int(fields[4])
+                except ValueError:
+                    return None
+        return None

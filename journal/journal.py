@@ -33,7 +33,7 @@ from journal.options import JournalOptions, JournalStatistics
 from journal.liveness import Liveness
 from journal.manifest import SegmentManifest, reconcile
 from journal.opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
-                             load_segments)
+                             load_segments, log, log_open)
 from journal.records import FrameRun, Record, iter_segment_runs
 from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from journal.staging import AsyncStager, account_run, place_records
@@ -132,7 +132,8 @@ class Journal:
             try:
                 self._lock_handle = fs.lock(join(self._dir, LOCK_FILE))
             except BlockingIOError:
-                raise DirectoryLockedError(join(self._dir, LOCK_FILE)) from None
+                path = join(self._dir, LOCK_FILE)
+                raise DirectoryLockedError(path, fs.lock_holder(path)) from None
         elif not fs.exists(self._dir):
             raise JournalIOError(self._dir, "open", FileNotFoundError(2, "no such directory"))
         pending = resolve_pending(fs, self._dir, opts.read_only)
@@ -168,6 +169,7 @@ class Journal:
                                  loaded.torn_bytes, loaded.unproven, loaded.torn_offset,
                                  tuple(loaded.skipped), pending.action, pending.removed,
                                  elapsed_since(start), loaded.trusted)
+        log_open(self._dir, self.report)
         if not opts.read_only:
             ahead = NextSegmentFile(self._fs, self._dir, opts.segment_size) \
                 if opts.preallocate and opts.preallocate_ahead else None
@@ -332,6 +334,8 @@ class Journal:
     def _fail(self, exc: OSError, batch: Batch) -> None:
         """Fail-stop: complete ``batch`` and every later one with the error."""
         error = JournalIOError(self._dir, "write or fsync", exc)
+        log.error("journal %s failed (every later write fails until the store is reopened): "
+                  "%s", self._dir, exc)
         with self._lock:
             self._failure = error
             self._writable = False

@@ -12,6 +12,7 @@ created is corruption: ``CorruptJournalError`` names the file, offset and reason
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
@@ -22,6 +23,8 @@ from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from journal.fs import FileSystem
 from journal.segment import (SegmentInfo, SegmentSummary, find_valid_frames, join,
                              last_nonzero, parse_segment_name, scan_frames)
+
+log = logging.getLogger("mqstore.journal")  # the journal layer's logger
 
 
 @dataclass(frozen=True)
@@ -228,3 +231,20 @@ def _drop_torn_tail(fs: FileSystem, info: SegmentInfo, buf: bytes, bad: int, unp
 def elapsed_since(start: float) -> float:
     """Seconds since ``start`` (a ``time.monotonic()`` value)."""
     return time.monotonic() - start
+
+
+def log_open(directory: str, report: OpenReport) -> None:
+    """Log what opening the journal in ``directory`` repaired or skipped (``mqstore.journal``:
+    WARNING for data dropped or skipped, INFO for an interrupted compaction finished)."""
+    if report.torn_bytes:
+        log.warning("journal %s: dropped a torn tail of %d bytes at offset %d of the last "
+                    "segment (%d records in it that no sync had proven durable)", directory,
+                    report.torn_bytes, report.torn_offset, report.unproven_records)
+    for s in report.skipped:
+        log.warning("journal %s: salvage skipped %s bytes %d-%d: %s", directory, s.path,
+                    s.start, s.end, s.reason)
+    if report.compaction:
+        log.info("journal %s: an interrupted compaction was %s", directory, report.compaction)
+    if report.removed_temp_files:
+        log.info("journal %s: removed %d leftover temporary files", directory,
+                 report.removed_temp_files)

@@ -10,6 +10,7 @@ whole journal instead (a rebuild) and says why. Both paths give the same image (
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ from recovery.messagefold import MessageFold
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
+
+log = logging.getLogger("mqstore.recovery")  # the recovery layer's logger
 
 
 @dataclass(frozen=True)
@@ -127,7 +130,26 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
         raise
     report = RecoveryReport(journal.report, how, cp.lsn if how == "used" and cp else 0,
                             replayed, time.monotonic() - start, image.summary(), lost)
+    log_recovery(directory, report)
     return Recovered(journal, image, index, report)
+
+
+def log_recovery(directory: str, report: RecoveryReport) -> None:
+    """Log how a store was opened (``mqstore.recovery``): INFO with the index used or a new
+    store; WARNING when a store with records had its index rebuilt (and why) and for what a
+    salvage lost."""
+    if report.rebuilt and report.replayed_records:
+        log.warning("store %s: index %s; %d records replayed in %.1f s", directory,
+                    report.index, report.replayed_records, report.elapsed_s)
+    else:
+        log.info("store %s opened in %.2f s: index %s, %d records replayed after LSN %d",
+                 directory, report.elapsed_s, report.index, report.replayed_records,
+                 report.checkpoint_lsn)
+    lost = report.lost
+    if lost and (lost.get("addresses") or lost.get("queues") or lost.get("messages")):
+        log.warning("store %s: the salvage lost what the last index held: addresses %s, "
+                    "queues %s, %d messages", directory, lost.get("addresses"),
+                    lost.get("queues"), lost.get("messages", 0))
 
 
 def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: str,
@@ -270,5 +292,5 @@ def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "recover", "replay", "validate", "write_index",
-           "IndexInvalidError", "MalformedRecordError"]
+__all__ = ["Recovered", "RecoveryReport", "log_recovery", "recover", "replay", "validate",
+           "write_index", "IndexInvalidError", "MalformedRecordError"]

@@ -18,6 +18,8 @@ console = Console()
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="mqstore", prog_name="mqstore",
+                      message="%(prog)s %(version)s")
 def main() -> None:
     """mqstore: a durable, journaled message store with Artemis and Qpid queue semantics."""
 

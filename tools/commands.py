@@ -165,6 +165,8 @@ def register(main: click.Group) -> None:
         if as_json:
             click.echo(json.dumps(rows, indent=1, sort_keys=True))
             return
+        for r in rows:
+            r["routing_types"], r["queues"] = ",".join(r["routing_types"]), ",".join(r["queues"])
         table(f"addresses of {directory}", rows,
               ["address", "routing_types", "queues", "auto_created", "messages", "held",
                "bytes", "paging", "paged", "paged_bytes"])

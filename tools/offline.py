@@ -89,7 +89,8 @@ class OfflineStore:
                 for s in self.journal.segments()]
 
     def address_rows(self) -> List[Dict[str, Any]]:
-        """The listing of addresses: routing types, queues, references on them (messages),
+        """The listing of addresses: routing types and queues (lists of names), references on
+        them (messages),
         the durable messages they hold (each once) and their body bytes, paged ones apart."""
         img = self.image
         rows = []
@@ -98,8 +99,8 @@ class OfflineStore:
             msgs = sum(q.count for q in img.queues.values() if q.address == a.name)
             held, size = img.ledger.size(a.name)
             state = img.ledger.pages.get(a.name)
-            rows.append({"address": a.name, "routing_types": ",".join(a.routing_types),
-                         "queues": ",".join(queues), "auto_created": a.auto_created,
+            rows.append({"address": a.name, "routing_types": sorted(a.routing_types),
+                         "queues": queues, "auto_created": a.auto_created,
                          "messages": msgs, "held": held, "bytes": size,
                          "paging": state is not None,
                          "paged": state.messages if state is not None else 0,

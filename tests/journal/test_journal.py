@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import os
 import stat
 import subprocess
 import sys
@@ -86,11 +87,18 @@ def test_closed_and_read_only(tmp_path: Path) -> None:
 def test_second_opener_is_refused_in_process_and_across_processes(tmp_path: Path) -> None:
     d = str(tmp_path / "j")
     j = Journal.open(d, SMALL)
-    with pytest.raises(DirectoryLockedError):
+    with pytest.raises(DirectoryLockedError) as err:
         Journal.open(d, SMALL)
+    if sys.platform.startswith("linux"):  # /proc/locks names the holder
+        assert err.value.holder == os.getpid() and "this process" in str(err.value)
     code = ("import sys\nfrom journal import Journal, DirectoryLockedError\n"
-            "try:\n    Journal.open(sys.argv[1])\nexcept DirectoryLockedError:\n    sys.exit(3)\n")
-    assert subprocess.run([sys.executable, "-c", code, d]).returncode == 3
+            "try:\n    Journal.open(sys.argv[1])\nexcept DirectoryLockedError as e:\n"
+            "    print(e.holder, e)\n    sys.exit(3)\n")
+    out = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
+    assert out.returncode == 3
+    if sys.platform.startswith("linux"):
+        assert out.stdout.split()[0] == str(os.getpid())
+        assert f"locked by process {os.getpid()}" in out.stdout
     j.close()
     assert subprocess.run([sys.executable, "-c", code, d]).returncode == 0
 
@@ -253,7 +261,7 @@ def test_corruption_in_sealed_segment_is_refused_with_file_and_offset(tmp_path: 
         assert len(list(j.records())) == 199
 
 
-def test_torn_tail_is_truncated_and_reported() -> None:
+def test_torn_tail_is_truncated_and_reported(caplog: pytest.LogCaptureFixture) -> None:
     fs = SimulatedFileSystem()
     j = Journal.open("/j", SMALL, fs=fs)
     j.append(1, "a").wait()
@@ -266,6 +274,10 @@ def test_torn_tail_is_truncated_and_reported() -> None:
     fs.fdatasync(h)
     j = Journal.open("/j", SMALL, fs=fs)
     assert j.report.torn_bytes > 0 and j.report.torn_offset == 64 + 38
+    logged = [r for r in caplog.records if r.name == "mqstore.journal"]
+    assert [r.levelname for r in logged] == ["WARNING"]
+    assert f"torn tail of {j.report.torn_bytes} bytes at offset {64 + 38}" in \
+        logged[0].getMessage()
     assert [r.payload for r in j.records()] == ["a"]
     assert data != fs.snapshot()[seg]
     j.append(1, "c").wait()
@@ -383,3 +395,15 @@ def test_the_journal_has_everything_its_parts_are_typed_against() -> None:
         assert sorted(n for n in names if not hasattr(j, n)) == []
     finally:
         j.close()
+
+
+def test_a_failed_write_is_logged_as_an_error(caplog: pytest.LogCaptureFixture) -> None:
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", SMALL, fs=fs)
+    fs.fail_at = fs.op_count + 1  # the next write or sync
+    with pytest.raises(JournalFailedError):
+        j.append(1, "lost").wait()
+    j.close()
+    errors = [r.getMessage() for r in caplog.records
+              if r.name == "mqstore.journal" and r.levelname == "ERROR"]
+    assert len(errors) == 1 and "/j failed" in errors[0] and "injected EIO" in errors[0]

@@ -54,6 +54,9 @@ def test_listings(store: Path) -> None:
     assert by["orders"]["consumers_at_last_close"] == 0
     addrs = json.loads(run("addresses", str(store), "--json").output)
     assert {a["address"] for a in addrs} == {"orders", "events"}
+    events = next(a for a in addrs if a["address"] == "events")  # JSON lists, not joined text
+    assert events["routing_types"] == ["multicast"] and events["queues"] == ["audit", "billing"]
+    assert isinstance(events["messages"], int) and isinstance(events["paging"], bool)
     rows = [json.loads(x) for x in run("print", str(store), "--json", "--kind", "MESSAGE",
                                        "--queue", "orders").output.splitlines()]
     assert rows and all(r["record_kind"] == "MESSAGE" and "orders" in r["queue"] for r in rows)
@@ -149,3 +152,9 @@ def test_recover_rebuild_and_compact(store: Path) -> None:
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert run("print").exit_code == 2
     assert run("queues", str(tmp_path / "nothing")).exit_code == 1
+
+
+def test_version() -> None:
+    from importlib.metadata import version
+    result = run("--version")
+    assert result.exit_code == 0 and result.output.split() == ["mqstore", version("mqstore")]
