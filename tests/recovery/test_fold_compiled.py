@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import journal.records as jrecords
 import recovery.store as rstore
-from journal import Journal, JournalOptions, Location
+from journal import Journal, JournalOptions, Location, SimulatedFileSystem
 from recovery import _fold  # built by the install (setup.py): failing here means not  # noqa
 from recovery.checkpoint import committed
 from recovery.image import StoreImage
@@ -24,11 +24,13 @@ from recovery.indexstore import MemoryIndex
 from recovery.messagefold import MessageFold
 from recovery.schema import RecordKind
 
+OPTS = JournalOptions(segment_size=16384)  # journals of several segments
 ADDRESSES = ["a", "b", "adrésse", "x" * 40, "y" * 300]
 QUEUES = {1: "a", 2: "a", 3: "b"}
 INTS = st.one_of(st.integers(-40, 300), st.integers(-2**63, 2**63 - 1),
-                 st.sampled_from([127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, -33,
-                                  -129, -32769, -2**31 - 1]))
+                 st.sampled_from([127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32,
+                                  2**63 - 1, -1, -32, -33, -128, -129, -32768, -32769, -2**31,
+                                  -2**31 - 1, -2**63]))  # msgpack's format boundaries
 
 
 @st.composite
@@ -39,7 +41,7 @@ def message(draw, mid: int) -> Dict[str, Any]:
                                             unique=True)),
                          "body": draw(st.binary(max_size=300)), "props": {},
                          "ts": draw(INTS), "exp": draw(INTS), "prio": draw(INTS)}
-    odd = draw(st.sampled_from(["plain"] * 6 + [
+    odd = draw(st.sampled_from(["plain"] * 24 + [
         "props", "paged", "unknown queue", "no queue", "extra key", "ts bool", "no props",
         "props none", "pg false", "few keys", "str body", "big mid"]))
     if odd == "props":
@@ -82,7 +84,7 @@ def journals(draw) -> List[Tuple[int, Any]]:
                                             "rt": "anycast", "cfg": {}}))
     mid, sent = 1000, []
     steps = st.sampled_from(["msg"] * 8 + ["ack", "ack", "delete", "again"])
-    for step in draw(st.lists(steps, max_size=60)):
+    for step in draw(st.lists(steps, min_size=3, max_size=60)):
         if step == "msg":
             mid += draw(st.integers(1, 3))
             p = draw(message(mid))
@@ -149,21 +151,21 @@ def fold(j: Journal, compiled: bool, from_lsn: int, every: int) -> Dict[str, Any
                                for m in image.messages())}
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(recs=journals(), window=st.sampled_from([300, 2000, 8 << 20]),
        every=st.sampled_from([0, 1, 3, 1000]), skip=st.integers(0, 12))
 def test_compiled_and_reference_folds_leave_the_same_image(
-        tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch,
-        recs: List[Tuple[int, Any]], window: int, every: int, skip: int) -> None:
-    d = str(tmp_path_factory.mktemp("j"))
-    with Journal.open(d, JournalOptions()) as j:
+        monkeypatch: pytest.MonkeyPatch, recs: List[Tuple[int, Any]], window: int, every: int,
+        skip: int) -> None:
+    fs = SimulatedFileSystem()
+    with Journal.open("/j", OPTS, fs=fs) as j:
         for kind, payload in recs:
             last = j.append(int(kind), payload)
         last.wait()
     monkeypatch.setattr(jrecords, "READ_WINDOW", window)  # runs split anywhere
     monkeypatch.setattr(rstore, "EVERY", max(every, 1))
-    with Journal.open(d, JournalOptions()) as j:
+    with Journal.open("/j", OPTS, fs=fs) as j:
         from_lsn = min(skip, len(recs))  # a tail replay starts part-way into a run
         want = fold(j, False, from_lsn, every)
         got = fold(j, True, from_lsn, every)
