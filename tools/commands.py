@@ -16,6 +16,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 from rich.table import Table
 
 from journal import MqStoreError
+from tools.listing import chosen, emit, listing_options
 
 console = Console()
 err = Console(stderr=True)
@@ -29,17 +30,6 @@ def fail(exc: MqStoreError) -> None:
     """Print an mqstore error and exit 1."""
     err.print(f"[red]error:[/red] {exc}")
     raise SystemExit(1)
-
-
-def table(title: str, rows: Sequence[Dict[str, Any]], columns: Sequence[str],
-          headers: Optional[Dict[str, str]] = None) -> None:
-    """Print rows as a rich table (``headers`` renames columns)."""
-    t = Table(title=title)
-    for c in columns:
-        t.add_column((headers or {}).get(c, c.replace("_", " ")))
-    for r in rows:
-        t.add_row(*("-" if r.get(c) is None else str(r[c]) for c in columns))
-    console.print(t)
 
 
 def progress_bar(transient: bool = True) -> Progress:
@@ -74,6 +64,20 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
     except MqStoreError as exc:
         fail(exc)
         raise  # fail() exits; this line only satisfies the type checker
+
+
+QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
+                 "ring_size", "last_value_key", "non_destructive", "messages", "paged",
+                 "delivering", "scheduled", "consumers_at_last_close", "bytes"]
+QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering", "bytes"]
+QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
+                 "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
+                 "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
+                 "scheduled": "sched", "consumers_at_last_close": "cons"}
+ADDRESS_COLUMNS = ["address", "routing_types", "queues", "auto_created", "messages", "held",
+                   "bytes", "paging", "paged", "paged_bytes"]
+ADDRESS_DEFAULT = ["address", "routing_types", "queues", "messages", "held", "bytes", "paging",
+                   "paged"]
 
 
 def register(main: click.Group) -> None:
@@ -133,46 +137,32 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @STORE
-    @JSON
+    @listing_options
     @SALVAGE
-    def queues(directory: str, as_json: bool, salvage: bool) -> None:
+    def queues(directory: str, fmt: Optional[str], as_json: bool, columns: Optional[str],
+               salvage: bool) -> None:
         """The queues of a store (qpid-config style), read-only."""
+        wide = as_json or fmt == "json"
+        cols = chosen(columns, QUEUE_COLUMNS, QUEUE_COLUMNS if wide else QUEUE_DEFAULT)
         rows = _listing(directory, lambda store: store.queue_rows(), salvage)
-        if as_json:
-            click.echo(json.dumps(rows, indent=1, sort_keys=True))
-            return
-        for r in rows:
-            for k in ("durable", "auto_delete", "exclusive", "non_destructive"):
-                r[k] = "Y" if r[k] else "N"
-        table(f"queues of {directory}", rows,
-              ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
-               "ring_size", "last_value_key", "non_destructive", "messages", "paged",
-               "delivering", "scheduled", "consumers_at_last_close", "bytes"],
-              {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
-               "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
-               "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
-               "scheduled": "sched", "consumers_at_last_close": "cons"})
-        console.print("dlvd: delivered and not acked when the store was closed; cons: "
-                      "consumers at the last clean close")
+        emit(rows, cols, fmt, as_json, f"queues of {directory}", QUEUE_HEADERS,
+             "dlvd: delivered and not acked when the store was closed; cons: consumers at the "
+             "last clean close", console)
 
     @main.command()
     @STORE
-    @JSON
+    @listing_options
     @SALVAGE
-    def addresses(directory: str, as_json: bool, salvage: bool) -> None:
+    def addresses(directory: str, fmt: Optional[str], as_json: bool, columns: Optional[str],
+                  salvage: bool) -> None:
         """The addresses of a store, read-only."""
+        wide = as_json or fmt == "json"
+        cols = chosen(columns, ADDRESS_COLUMNS, ADDRESS_COLUMNS if wide else ADDRESS_DEFAULT)
         rows = _listing(directory, lambda store: store.address_rows(), salvage)
-        if as_json:
-            click.echo(json.dumps(rows, indent=1, sort_keys=True))
-            return
-        for r in rows:
-            r["routing_types"], r["queues"] = ",".join(r["routing_types"]), ",".join(r["queues"])
-        table(f"addresses of {directory}", rows,
-              ["address", "routing_types", "queues", "auto_created", "messages", "held",
-               "bytes", "paging", "paged", "paged_bytes"])
-        console.print("messages: references on its queues; held: messages it holds (each "
-                      "once) against its max_size limits, with their body bytes; paged: held "
-                      "as paged (PAGE policy)")
+        emit(rows, cols, fmt, as_json, f"addresses of {directory}", {"routing_types": "types"},
+             "messages: references on its queues; held: messages it holds (each once) against "
+             "its max_size limits, with their body bytes; paged: held as paged (PAGE policy)",
+             console)
 
     @main.command("export")
     @STORE

@@ -158,3 +158,35 @@ def test_version() -> None:
     from importlib.metadata import version
     result = run("--version")
     assert result.exit_code == 0 and result.output.split() == ["mqstore", version("mqstore")]
+
+
+def test_listings_in_a_pipe_are_tab_separated_with_chosen_columns(store: Path) -> None:
+    lines = run("queues", str(store)).output.splitlines()  # not a terminal: tsv
+    header, rows = lines[0].split("\t"), [x.split("\t") for x in lines[1:]]
+    assert header == ["queue", "address", "routing_type", "messages", "paged", "delivering",
+                      "bytes"]
+    by = {r[0]: dict(zip(header, r)) for r in rows}
+    assert by["audit"]["routing_type"] == "multicast" and by["orders"]["delivering"] == "10"
+    got = run("queues", str(store), "--columns", "messages,queue").output.splitlines()
+    assert got[0] == "messages\tqueue" and len(got) == len(lines)
+    addrs = run("addresses", str(store), "--format", "tsv", "--columns", "address,queues")
+    assert "events\taudit,billing" in addrs.output.splitlines()
+    bad = CliRunner().invoke(main, ["queues", str(store), "--columns", "queue,nope"])
+    assert bad.exit_code == 2 and "nope" in bad.output and "last_value_key" in bad.output
+
+
+def test_json_listings_have_real_types(store: Path) -> None:
+    rows = json.loads(run("queues", str(store), "--format", "json").output)
+    q = next(r for r in rows if r["queue"] == "orders")
+    assert q["ring_size"] == -1 and q["last_value_key"] is None and q["durable"] is True
+    assert json.loads(run("queues", str(store), "--json").output) == rows
+    few = json.loads(run("queues", str(store), "--json", "--columns", "queue").output)
+    assert few == [{"queue": r["queue"]} for r in rows]
+
+
+def test_a_table_at_80_columns_cuts_nothing(store: Path) -> None:
+    out = CliRunner().invoke(main, ["queues", str(store), "--format", "table"],
+                             env={"COLUMNS": "80"}).output
+    assert "…" not in out and max(len(x) for x in out.splitlines()) <= 80
+    for name in ("orders", "audit", "billing"):
+        assert name in out
