@@ -164,9 +164,13 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
             entry = image.settings.get(key)
             out["settings"][k] = None if entry is None else pack_value(
                 k, [entry[0], list(entry[1])])
-    for q in image.queues.values():  # counts change with every message: always rewritten
-        k = ID.pack(q.id)
-        out["queue"][k] = pack_value(k, _queue_value(q))
+    # a queue's entry holds its counts: written when they changed, and for new or updated
+    # queues (O(queues changed), not O(queues))
+    for qid in image.counted.union(key for kind, key in image.dirty if kind == "queue"):
+        q = image.queues.get(qid)
+        if q is not None:
+            k = ID.pack(q.id)
+            out["queue"][k] = pack_value(k, _queue_value(q))
     for (seq, off), length in liveness.get("dead", {}).items():
         k = _LOC.pack(seq, off)
         out["jdead"][k] = None if length is None else pack_value(k, length)
@@ -195,6 +199,7 @@ def committed(image: StoreImage) -> None:
     for table in image.tables.all():
         table.committed()
     image.dirty = set()
+    image.counted = set()
 
 
 def _queue_value(q: QueueImage) -> List[Any]:

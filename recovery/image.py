@@ -77,6 +77,8 @@ class StoreImage:
             queues, messages and transactions.
         dirty: names of the small entries changed since the last index commit
             (``("addr"|"queue"|"settings", key)``).
+        counted: ids of the queues whose counts (``count``, ``paged``) changed since the last
+            index commit: a commit rewrites those queues' entries only.
     """
 
     def __init__(self, store: Any = None, counts: Optional[Mapping[str, int]] = None) -> None:
@@ -91,6 +93,7 @@ class StoreImage:
         self.last_lsn = 0
         self.next_id = 1
         self.dirty: set = set()
+        self.counted: set = set()
         self._folding: Optional[Location] = None
 
     # -- location accounting ------------------------------------------------------------------
@@ -270,11 +273,12 @@ class StoreImage:
         paged = self.ledger.added(address, order, size, bool(get("pg")))
         seglive = self.seglive
         seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
-        put = t.qref.put
+        put, counted = t.qref.put, self.counted
         for queue in queues:
             put(TRIPLE.pack(queue.id, lsn, order[1]), RefImage(mid, order), True)
             queue.count += 1
             queue.paged += paged
+            counted.add(queue.id)
         return True
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
@@ -303,6 +307,7 @@ class StoreImage:
             t.busy.delete(ref_key(queue.id, ref.mid))
         self._superseded(ref.delivery_location, sink)
         queue.count -= 1
+        self.counted.add(queue.id)
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1
@@ -365,6 +370,7 @@ class StoreImage:
         if state is not None and upto >= state.start:
             moved: Dict[int, MessageImage] = {}
             for queue in [q for q in self.queues.values() if q.address == address]:
+                self.counted.add(queue.id)
                 after = order_key(queue.id, below(state.start))
                 prefix = ID.pack(queue.id)
                 while True:

@@ -66,6 +66,7 @@ class MessageFold:
             t.msg.count += folded
             for qid, n in qcounts.items():
                 image.queues[qid].count += n
+                image.counted.add(qid)
                 t.qref.count += n
             image.ledger.grow(sizes)
             image.seglive[run.sequence] = image.seglive.get(run.sequence, 0) + folded
