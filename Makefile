@@ -6,7 +6,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install demo test bench clean
 
-$(STAMP): pyproject.toml setup.py tools/spark/_scan.c journal/_frames.c journal/crc32c.h Makefile
+$(STAMP): pyproject.toml setup.py tools/spark/_scan.c journal/_frames.c journal/crc32c.h \
+		recovery/_lmdbwalk.c recovery/_fold.c Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'

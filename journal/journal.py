@@ -169,7 +169,7 @@ class Journal:
                                  loaded.torn_bytes, loaded.unproven, loaded.torn_offset,
                                  tuple(loaded.skipped), pending.action, pending.removed,
                                  elapsed_since(start), loaded.trusted)
-        log_open(self._dir, self.report)
+        log_open(self._dir, self.report, opts.read_only)
         if not opts.read_only:
             ahead = NextSegmentFile(self._fs, self._dir, opts.segment_size) \
                 if opts.preallocate and opts.preallocate_ahead else None

@@ -233,13 +233,15 @@ def elapsed_since(start: float) -> float:
     return time.monotonic() - start
 
 
-def log_open(directory: str, report: OpenReport) -> None:
+def log_open(directory: str, report: OpenReport, read_only: bool = False) -> None:
     """Log what opening the journal in ``directory`` repaired or skipped (``mqstore.journal``:
-    WARNING for data dropped or skipped, INFO for an interrupted compaction finished)."""
+    WARNING for data dropped or skipped, INFO for an interrupted compaction finished); a
+    read-only open changes nothing and says it left the torn tail in place."""
     if report.torn_bytes:
-        log.warning("journal %s: dropped a torn tail of %d bytes at offset %d of the last "
-                    "segment (%d records in it that no sync had proven durable)", directory,
-                    report.torn_bytes, report.torn_offset, report.unproven_records)
+        log.warning("journal %s: %s a torn tail of %d bytes at offset %d of the last segment "
+                    "(%d records in it that no sync had proven durable)", directory,
+                    "left out (read-only)" if read_only else "dropped", report.torn_bytes,
+                    report.torn_offset, report.unproven_records)
     for s in report.skipped:
         log.warning("journal %s: salvage skipped %s bytes %d-%d: %s", directory, s.path,
                     s.start, s.end, s.reason)
