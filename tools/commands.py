@@ -97,7 +97,8 @@ def register(main: click.Group) -> None:
     def print_cmd(directory: str, kinds: Sequence[str], address: Optional[str],
                   queue: Optional[str], lsn_from: Optional[int], lsn_to: Optional[int],
                   message_id: Optional[int], body: bool, as_json: bool) -> None:
-        """Every journal record, human-readable; damaged bytes are shown flagged."""
+        """Every journal record, human-readable; damaged bytes are shown flagged (exit 1).
+        With --lsn-to, reading stops at the first segment past it."""
         from tools.offline import iter_entries, matches
         damaged = 0
         try:
@@ -105,11 +106,11 @@ def register(main: click.Group) -> None:
             if not as_json:
                 out.write(f"{'LSN':>9} {'SEGMENT:OFFSET':>24} {'KIND':<13} {'TX':>6} "
                           f"{'MESSAGE':>8} {'ADDRESS/QUEUE':<28} {'SIZE':>7} PROPERTIES\n")
-            for row in iter_entries(directory, with_body=body):
+            upper = [k.upper() for k in kinds]
+            for row in iter_entries(directory, body, None, lsn_from, lsn_to, upper):
                 if not row["crc_ok"]:
                     damaged += 1
-                if not matches(row, [k.upper() for k in kinds], address, queue, lsn_from,
-                               lsn_to, message_id):
+                if not matches(row, upper, address, queue, lsn_from, lsn_to, message_id):
                     continue
                 if as_json:
                     r = dict(row)

@@ -118,21 +118,27 @@ def _index_extras(index: Any) -> Dict[str, Any]:
 
 
 def iter_entries(directory: str, with_body: bool = False,
-                 progress: Optional[Callable[[SegmentFile], None]] = None
-                 ) -> Iterator[Dict[str, Any]]:
-    """Every entry of every segment as a dict (the Spark source's columns); damaged bytes and
-    undecodable payloads become rows with ``crc_ok=False`` and ``error`` set."""
+                 progress: Optional[Callable[[SegmentFile], None]] = None,
+                 lsn_from: Optional[int] = None, lsn_to: Optional[int] = None,
+                 kinds: Optional[Sequence[str]] = None) -> Iterator[Dict[str, Any]]:
+    """The entries of the segments as dicts (the Spark source's columns), in journal order;
+    damaged bytes and undecodable payloads become rows with ``crc_ok=False`` and ``error``
+    set (always kept). ``lsn_from``/``lsn_to`` (inclusive) and ``kinds`` keep only those
+    entries, and no row is built for the others; reading stops at the first segment whose
+    header says every LSN in it is above ``lsn_to``. One pass: a queue's name comes from its
+    QUEUE_ADD record, which precedes every record naming it, so the names of the segments
+    read so far are enough. Memory: one segment's bytes and its kept rows."""
     from tools.spark.columns import EntryColumns, gc_paused, queue_names_in
-    files = segment_files(directory)
     names: Dict[int, str] = {}
-    for f in files:  # first pass: queue names (also those of deleted queues)
-        names.update(queue_names_in(read_segment(f.path), MAX_FRAME))
-    cols = EntryColumns(names, with_body)
-    for f in files:
-        if progress:
-            progress(f)
+    for f in segment_files(directory):
         buf = read_segment(f.path)
         header = decode_segment_header(buf)
+        if header is not None and lsn_to is not None and header.first_lsn > lsn_to:
+            return
+        if progress:
+            progress(f)
+        names.update(queue_names_in(buf, MAX_FRAME))
+        cols = EntryColumns(names, with_body, kinds or None, lsn_from, lsn_to)
         with gc_paused():
             if header is None:
                 cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
@@ -140,6 +146,7 @@ def iter_entries(directory: str, with_body: bool = False,
                 cols.scan(f.sequence, buf, header.generation, SEGMENT_HEADER_SIZE, len(buf),
                           0, MAX_FRAME)
             rows = cols.take_rows()
+        del buf
         yield from rows
 
 

@@ -190,3 +190,23 @@ def test_a_table_at_80_columns_cuts_nothing(store: Path) -> None:
     assert "…" not in out and max(len(x) for x in out.splitlines()) <= 80
     for name in ("orders", "audit", "billing"):
         assert name in out
+
+
+def test_print_of_an_lsn_range_gives_the_rows_of_the_full_print(store: Path) -> None:
+    """The range is read from the segments that can hold it (one pass, names included) and
+    gives exactly the rows a full print has in it, queue names and all."""
+    full = [json.loads(x) for x in run("print", str(store), "--json").output.splitlines()]
+    assert len({r["segment"] for r in full}) >= 3  # the range below is in a later segment
+    lsns = sorted(r["lsn"] for r in full if r["lsn"] is not None)
+    lo, hi = lsns[len(lsns) // 2], lsns[len(lsns) // 2 + 40]
+    part = [json.loads(x) for x in run("print", str(store), "--json", "--lsn-from", str(lo),
+                                       "--lsn-to", str(hi)).output.splitlines()]
+    assert part == [r for r in full if r["lsn"] is not None and lo <= r["lsn"] <= hi]
+    first = min(r["segment"] for r in full)
+    named = [r for r in part if r["record_kind"] in ("MESSAGE", "ACK")]
+    assert named and all(r["segment"] != first for r in named)  # far from the QUEUE_ADDs
+    for r in named:  # names from the queues' QUEUE_ADD records in the first segment
+        assert set(r["queue"].split(",")) <= {"orders", "audit", "billing"}, r
+    acks = [json.loads(x) for x in run("print", str(store), "--json", "--kind", "ack",
+                                       "--lsn-from", str(lo)).output.splitlines()]
+    assert acks == [r for r in full if r["record_kind"] == "ACK" and r["lsn"] >= lo]
