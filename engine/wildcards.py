@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import List, Sequence, Tuple
 
+from engine.errors import InvalidArgumentError
+
 
 @dataclass(frozen=True)
 class WildcardSyntax:
     """The delimiter, any-words and single-word characters (defaults ``.``, ``#``, ``*``).
 
     Raises:
-        ValueError: the three are not distinct single characters.
+        InvalidArgumentError: the three are not distinct single characters (also a
+            ValueError).
     """
 
     delimiter: str = "."
@@ -30,8 +33,10 @@ class WildcardSyntax:
     def __post_init__(self) -> None:
         chars = (self.delimiter, self.any_words, self.single_word)
         if any(len(c) != 1 for c in chars) or len(set(chars)) != 3:
-            raise ValueError("delimiter, any-words and single-word must be three different "
-                             "single characters")
+            raise InvalidArgumentError("wildcard syntax", "the delimiter, any-words and "
+                                       "single-word characters must be three different single "
+                                       f"characters (got {chars!r}; Artemis's are '.', '#', "
+                                       "'*')")
 
 
 DEFAULT_SYNTAX = WildcardSyntax()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from engine.errors import InvalidArgumentError, MqStoreError
 from engine.wildcards import WildcardSyntax, matches, matching
 
 TABLE = [
@@ -39,5 +40,6 @@ def test_custom_syntax() -> None:
     assert matches("news,$,sport", "news,usa,sport", syntax)
     assert not matches("news,$", "news,europe,sport", syntax)
     assert not matches("news.#", "news,europe", syntax)
-    with pytest.raises(ValueError):
+    with pytest.raises(InvalidArgumentError) as err:
         WildcardSyntax(delimiter=".", any_words=".", single_word="*")
+    assert isinstance(err.value, MqStoreError) and isinstance(err.value, ValueError)
