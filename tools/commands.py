@@ -1,6 +1,7 @@
 """The data commands of ``mqstore``: print, queues, addresses, export, import, check, recover,
 compact. Commands that only read open the store read-only and change no byte. Exit codes: 0
-fine, 1 problems found (or an error), 2 usage."""
+fine, 1 problems found (or an error), 2 usage (a bad option, a missing file, a directory that
+is not a store)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,19 @@ from tools.listing import chosen, emit, listing_options
 console = Console()
 err = Console(stderr=True)
 
-STORE = click.argument("directory", type=click.Path(file_okay=False))
+def _a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
+    """A DIRECTORY argument must name an existing store: a usage error (exit 2) otherwise,
+    reported before anything is printed or opened."""
+    from tools.offline import segment_files
+    try:
+        segment_files(directory)
+    except MqStoreError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return directory
+
+
+STORE = click.argument("directory", type=click.Path(file_okay=False), callback=_a_store)
+NEW_STORE = click.argument("directory", type=click.Path(file_okay=False))
 JSON = click.option("--json", "as_json", is_flag=True, help="JSON output (one object per line "
                                                            "for print, a list otherwise).")
 
@@ -183,7 +196,7 @@ def register(main: click.Group) -> None:
 
     @main.command("import")
     @click.argument("file", type=click.Path(dir_okay=False, exists=True))
-    @STORE
+    @NEW_STORE
     def import_cmd(file: str, directory: str) -> None:
         """Create a store in an empty DIRECTORY from an export."""
         from tools.transfer import import_store
@@ -233,12 +246,7 @@ def register(main: click.Group) -> None:
         """Open the store, recover it, and report what recovery did."""
         from engine import Broker
         from journal import JournalOptions
-        from tools.offline import segment_files
-        try:
-            segment_files(directory)  # never create a store where there is none
-        except MqStoreError as exc:
-            fail(exc)
-        start = time.monotonic()
+        start = time.monotonic()  # DIRECTORY is a store (STORE): no store is created here
         try:
             with console.status("recovering..."):
                 broker = Broker.open(directory, journal_options=JournalOptions(salvage=salvage),
@@ -276,9 +284,7 @@ def register(main: click.Group) -> None:
     def compact(directory: str, force: bool) -> None:
         """Compact the journal and report segments and live bytes before and after."""
         from engine import Broker
-        from tools.offline import segment_files
-        try:
-            segment_files(directory)  # never create a store where there is none
+        try:  # DIRECTORY is a store (STORE): no store is created here
             broker = Broker.open(directory, expiry_scan_ms=0)
         except MqStoreError as exc:
             fail(exc)

@@ -150,8 +150,19 @@ def test_recover_rebuild_and_compact(store: Path) -> None:
 
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    """A missing argument, a bad value and a directory that is not a store are the same kind
+    of mistake: exit 2, the usage line, and nothing printed or created first."""
     assert run("print").exit_code == 2
-    assert run("queues", str(tmp_path / "nothing")).exit_code == 1
+    (tmp_path / "plain").mkdir()
+    for where in ("nothing", "plain"):
+        d = str(tmp_path / where)
+        for args in (["print", d], ["queues", d], ["addresses", d], ["check", d],
+                     ["recover", d], ["compact", d], ["export", d, str(tmp_path / "o.jsonl")]):
+            result = CliRunner().invoke(main, args)
+            assert result.exit_code == 2, (args, result.output)
+            assert result.output.startswith("Usage:") and "no mqstore journal" in result.output
+    assert not (tmp_path / "nothing").exists() and not (tmp_path / "o.jsonl").exists()
+    assert run("print", str(tmp_path / "plain"), "--lsn-from", "x").exit_code == 2
 
 
 def test_version() -> None:

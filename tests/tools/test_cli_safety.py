@@ -31,7 +31,7 @@ def test_compact_recover_and_export_never_create_a_store(tmp_path: Path) -> None
     typo = tmp_path / "typo"
     for args in (["compact", str(typo)], ["recover", str(typo)],
                  ["export", str(typo), str(tmp_path / "out.jsonl")]):
-        assert run(*args).exit_code == 1
+        assert run(*args).exit_code == 2  # a usage error: DIRECTORY is not a store
         assert not typo.exists()
     assert not (tmp_path / "out.jsonl").exists()
 
