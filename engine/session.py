@@ -39,12 +39,13 @@ class Delivery(ReceivedMessage):
     """
 
     def __init__(self, message: Message, delivery_count: int, queue: str, ref: MessageRef,
-                 session: "Session") -> None:
+                 session: "Session", consumer: Optional["Consumer"] = None) -> None:
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "delivery_count", delivery_count)
         object.__setattr__(self, "queue", queue)
         object.__setattr__(self, "_ref", ref)
         object.__setattr__(self, "_session", session)
+        object.__setattr__(self, "_consumer", consumer)  # whose unacked it is in
         object.__setattr__(self, "state", "delivered")
 
     __eq__ = object.__eq__  # a delivery is itself, not its contents
@@ -172,7 +173,7 @@ class Consumer:
         with broker.lock:
             body = body_of(broker, ref.msg)
             d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
-                         self.session)
+                         self.session, self)
             self.unacked[id(d)] = d
             self.session.received[id(d)] = d
         return d
@@ -380,8 +381,8 @@ class Session:
             return ticket
 
     def _forget(self, d: Delivery) -> None:
-        for c in self.consumers:
-            c.unacked.pop(id(d), None)
+        if d._consumer is not None:  # O(1), not a look in every consumer of the session
+            d._consumer.unacked.pop(id(d), None)
         self.received.pop(id(d), None)
 
     # -- transactions -------------------------------------------------------------------------
