@@ -142,8 +142,9 @@ class Consumer:
 
     def receive_many(self, max_messages: int, timeout: Optional[float] = None
                      ) -> List[Delivery]:
-        """Wait up to ``timeout`` seconds for one message, then take up to ``max_messages``
-        in all (bounded by the window) with one journal write and one wait.
+        """Take up to ``max_messages`` (bounded by the window) that are ready now, with one
+        journal write and one wait; when none is, wait up to ``timeout`` seconds for one,
+        then take the rest that are ready the same way.
 
         Returns:
             The deliveries in queue order; empty on timeout.
@@ -152,10 +153,18 @@ class Consumer:
             InvalidArgumentError: ``max_messages`` not an int >= 1 (nothing received).
         """
         check_int("max_messages", max_messages, 1, TIME_MAX)
+        broker = self.session.broker
+        with broker.lock:
+            self._check()
+            room = min(max_messages, self.window - len(self.unacked))
+            refs, ticket = ops.deliver_many(broker, self.queue, self, room) if room > 0 \
+                else ([], None)
+        if refs:  # ready now: one DELIVERY write and one wait for all of them
+            broker.wait(ticket)
+            return [self._finish(r) for r in refs]
         first = self.receive(timeout)
         if first is None:
             return []
-        broker = self.session.broker
         with broker.lock:
             self._check()
             room = min(max_messages - 1, self.window - len(self.unacked))
