@@ -102,7 +102,8 @@ class Broker:
              verify_journal: bool = False,
              rebuild_index: bool = False,
              memory_budget: int = DEFAULT_BUDGET,
-             global_max_size: int = UNLIMITED) -> "Broker":
+             global_max_size: int = UNLIMITED,
+             progress: Optional[Callable[[int, int], None]] = None) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -132,6 +133,9 @@ class Broker:
             global_max_size: bytes of message bodies all addresses may hold together (-1:
                 no such limit); once reached, every address applies its
                 ``address_full_policy`` (Artemis ``global-max-size``).
+            progress: called as ``progress(records replayed, records to replay)`` after each
+                1,000 records the open replays from the journal (a rebuild, or the tail after
+                the index), for a progress display; ``None``: not called.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -154,7 +158,7 @@ class Broker:
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
-                               verify_journal, rebuild_index)
+                               verify_journal, rebuild_index, progress)
         rec = storage.recovered
         try:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
@@ -180,7 +184,7 @@ class Broker:
                             wildcard_syntax=wildcard_syntax, clock=clock,
                             expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
                             rebuild_index=True, memory_budget=memory_budget,
-                            global_max_size=global_max_size)
+                            global_max_size=global_max_size, progress=progress)
         except BaseException:
             storage.release()
             raise

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 from journal import (DirectoryLockedError, FileSystem, JournalIOError, JournalOptions,
                      OsFileSystem)
@@ -41,9 +41,10 @@ class OpenedStorage:
 
 
 def open_storage(directory: str, fs: FileSystem, index: Optional[IndexStore],
-                 options: JournalOptions, verify: bool, rebuild: bool) -> OpenedStorage:
+                 options: JournalOptions, verify: bool, rebuild: bool,
+                 progress: Optional[Callable[[int, int], None]] = None) -> OpenedStorage:
     """Lock ``directory``, open its index (LMDB unless given; in memory under a simulated file
-    system) and recover the store.
+    system) and recover the store (``progress``: as ``recovery.recover``'s).
 
     Raises:
         DirectoryLockedError: another opener holds the store. JournalIOError: the directory
@@ -67,7 +68,8 @@ def open_storage(directory: str, fs: FileSystem, index: Optional[IndexStore],
             index = LmdbIndex(os.path.join(directory, INDEX_DIR)) \
                 if isinstance(fs, OsFileSystem) else MemoryIndex()
         try:
-            rec = recover(directory, options, fs, index, verify=verify, rebuild=rebuild)
+            rec = recover(directory, options, fs, index, verify=verify, rebuild=rebuild,
+                          progress=progress)
         except BaseException:
             index.close()
             raise

@@ -29,6 +29,8 @@ INDEX_DIR = "index"
 
 log = logging.getLogger("mqstore.recovery")  # the recovery layer's logger
 
+Progress = Callable[[int, int], None]  # (records replayed, records to replay)
+
 
 @dataclass(frozen=True)
 class RecoveryReport:
@@ -89,7 +91,7 @@ def validate(cp: Checkpoint, journal: Journal) -> Optional[str]:
 
 def recover(directory: str, options: JournalOptions, fs: FileSystem, index: IndexStore,
             read_only: bool = False, verify: bool = False, liveness: bool = False,
-            rebuild: bool = False) -> Recovered:
+            rebuild: bool = False, progress: Optional[Progress] = None) -> Recovered:
     """Open the store in ``directory``: journal in ``journal/``, index as given.
 
     Args:
@@ -104,6 +106,9 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
             for reports of what compaction would reclaim).
         rebuild: replay the whole journal instead of using the checkpoint (whose LSN still
             proves which records were durable, so damage there is refused, not dropped).
+        progress: called as ``progress(records replayed, records to replay)`` after each
+            1,000 records replayed (the second figure counts the journal's records after the
+            checkpoint, or all of them for a rebuild).
 
     Raises:
         CorruptJournalError, DirectoryLockedError, JournalIOError: from the journal.
@@ -121,7 +126,7 @@ def recover(directory: str, options: JournalOptions, fs: FileSystem, index: Inde
                            proven_lsn=cp.lsn if cp is not None else 0)
     try:
         before = _contents(cp.image) if options.salvage and cp is not None else None
-        image, how, replayed = _fold(journal, index, use, why, read_only, liveness)
+        image, how, replayed = _fold(journal, index, use, why, read_only, liveness, progress)
         lost = _lost(before, image) if before is not None else {}
         if not read_only:
             journal.liveness.reclaim()
@@ -153,8 +158,16 @@ def log_recovery(directory: str, report: RecoveryReport) -> None:
 
 
 def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: str,
-          read_only: bool, liveness: bool):
+          read_only: bool, liveness: bool, progress: Optional[Progress] = None):
     live = journal.liveness
+
+    def ticker(after_lsn: int) -> Optional[Callable[[int], None]]:
+        if progress is None:
+            return None
+        total = journal.report.records if after_lsn == 0 else \
+            max(journal.report.last_lsn - after_lsn, 0)
+        return lambda n: progress(n, max(total, n))
+
     sink = NullSink() if read_only and not liveness else journal
     live.deferred = True
     try:
@@ -167,7 +180,7 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
                 every = None if read_only else \
                     (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
                 try:
-                    replayed = replay(journal, image, cp.lsn + 1, sink, every)
+                    replayed = replay(journal, image, cp.lsn + 1, sink, every, ticker(cp.lsn))
                     problem = _dangling(image, journal)
                 except IndexInvalidError as exc:  # a damaged value met on the way
                     problem = exc.reason
@@ -179,12 +192,13 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
         if read_only:  # nothing written: the rebuild stays in memory
             from recovery.indexstore import MemoryIndex
             image = StoreImage(MemoryIndex())
-            replayed = replay(journal, image, 0, sink)
+            replayed = replay(journal, image, 0, sink, None, ticker(0))
         else:
             index.destroy()
             image = StoreImage(index)
             replayed = replay(journal, image, 0, sink,
-                              lambda: write_index(index, image, journal, {}, REBUILD_BATCH))
+                              lambda: write_index(index, image, journal, {}, REBUILD_BATCH),
+                              ticker(0))
         live.horizon = 0  # nothing may be reclaimed before a commit covers it
         return image, f"rebuilt: {why}", replayed
     finally:
@@ -220,9 +234,11 @@ def write_index(index: IndexStore, image: StoreImage, journal: Journal,
 
 
 def replay(journal: Journal, image: StoreImage, from_lsn: int, sink,
-           every: Optional[Callable[[], Any]] = None) -> int:
+           every: Optional[Callable[[], Any]] = None,
+           tick: Optional[Callable[[int], None]] = None) -> int:
     """Fold every record with LSN >= ``from_lsn`` into ``image``; return how many. ``every``
-    is called after each 1,000 records (a rebuild commits its overlay there). Runs of plain
+    is called after each 1,000 records (a rebuild commits its overlay there), then ``tick``
+    with the records folded so far (progress). Runs of plain
     MESSAGE records go through the compiled fold when it was built (``MessageFold``), every
     other record through ``StoreImage.apply``; both give the same image.
 
@@ -244,9 +260,11 @@ def replay(journal: Journal, image: StoreImage, from_lsn: int, sink,
                     _apply(journal, image, run.record(frame), sink)
                     n += 1
             i = j
-            if every is not None and n >= due:
-                every()
             if n >= due:
+                if every is not None:
+                    every()
+                if tick is not None:
+                    tick(n)
                 due = n - n % EVERY + EVERY
     return n
 

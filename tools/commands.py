@@ -248,10 +248,16 @@ def register(main: click.Group) -> None:
         from journal import JournalOptions
         start = time.monotonic()  # DIRECTORY is a store (STORE): no store is created here
         try:
-            with console.status("recovering..."):
+            with progress_bar() as bar:
+                task = bar.add_task("opening (checking every segment)", total=None)
+
+                def replayed(n: int, total: int) -> None:
+                    bar.update(task, description="replaying records", completed=n,
+                               total=total)
+
                 broker = Broker.open(directory, journal_options=JournalOptions(salvage=salvage),
                                      expiry_scan_ms=0, verify_journal=True,
-                                     rebuild_index=rebuild_index)
+                                     rebuild_index=rebuild_index, progress=replayed)
         except MqStoreError as exc:
             fail(exc)
         rep = broker.recovery_report

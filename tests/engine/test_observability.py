@@ -1,12 +1,15 @@
-"""What mqstore logs, on one stdlib logger per layer (``mqstore.journal``, ``mqstore.recovery``,
-``mqstore.engine``): index rebuilds, dead-letter moves and drops, an address that starts
-dropping. A user who configures ``logging`` sees what was dropped or repaired."""
+"""What mqstore tells its user while it works. Logs, on one stdlib logger per layer
+(``mqstore.journal``, ``mqstore.recovery``, ``mqstore.engine``): index rebuilds, dead-letter
+moves and drops, an address that starts dropping. And the progress of an open's replay
+(``Broker.open(progress=...)``)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import List
 
@@ -16,6 +19,7 @@ from engine import Broker, Message, QueueConfig
 from engine.settings import AddressFullPolicy, AddressSettings
 
 FAST = dict(expiry_scan_ms=0)
+ROOT = str(Path(__file__).resolve().parents[2])
 
 
 def records(caplog: pytest.LogCaptureFixture, logger: str, level: int) -> List[str]:
@@ -99,3 +103,35 @@ def test_an_address_that_starts_dropping_is_logged_once_per_episode(
             assert len(dropping()) == 1
             s.send("q", Message(b"dropped"))
             assert len(dropping()) == 2
+
+
+def test_open_reports_replay_progress(tmp_path: Path) -> None:
+    """``Broker.open(progress=...)``: (records replayed, records to replay) after each 1,000
+    records, for a rebuild and for the tail after the index."""
+    d = str(tmp_path / "s")
+    with Broker.open(d, checkpoint_records=0, **FAST) as b:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        with b.session() as s:
+            s.send_many("q", [Message(b"x") for _ in range(3500)])
+    shutil.rmtree(os.path.join(d, "index"))
+    seen: List[tuple] = []
+    with Broker.open(d, progress=lambda n, total: seen.append((n, total)), **FAST) as b:
+        replayed = b.recovery_report.replayed_records
+    assert replayed == 3502 and [n for n, _t in seen] == [1000, 2000, 3000]
+    assert all(total == replayed for _n, total in seen)  # every record is replayed
+    seen.clear()
+    with Broker.open(d, progress=lambda n, total: seen.append((n, total)), **FAST) as b:
+        assert b.recovery_report.index == "used" and b.recovery_report.replayed_records == 0
+    assert seen == []  # nothing to replay after a clean close
+    code = ("import os, sys\nfrom engine import Broker, Message\n"
+            "b = Broker.open(sys.argv[1], checkpoint_records=0, expiry_scan_ms=0)\n"
+            "with b.session() as s:\n"
+            "    s.send_many('q', [Message(b'y') for _ in range(2100)])\n"
+            "os.kill(os.getpid(), 9)\n")
+    subprocess.run([sys.executable, "-c", code, d], timeout=120,
+                   env=dict(os.environ, PYTHONPATH=ROOT), cwd=ROOT)
+    with Broker.open(d, progress=lambda n, total: seen.append((n, total)), **FAST) as b:
+        assert b.recovery_report.index == "used"
+        assert b.recovery_report.replayed_records == 2100
+    assert seen == [(1000, 2100), (2000, 2100)]  # the tail after the index, not the journal
