@@ -43,7 +43,8 @@ from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget
                            MessageCache, StoredMessage)
 from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import IndexInvalidError, IndexStore, MessageImage, RecoveryReport, StoreImage
+from recovery import (IndexInvalidError, IndexStore, MessageImage, RecoveryReport, StoreImage,
+                      relocate)
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -614,7 +615,7 @@ class Broker:
             self._guard(self._p.checkpoint)
             report = self._guard(self._p.journal.compact, force)
             if report.compacted:
-                self._p.image.relocate(report.relocations)
+                relocate(self._p.image, report.relocations)
                 self._guard(self._p.checkpoint)
             return report
 

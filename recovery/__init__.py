@@ -7,6 +7,7 @@ from recovery.image import (AddressImage, MessageImage, NullSink, QueueImage, Re
                             StoreImage)
 from recovery.index import LmdbIndex
 from recovery.indexstore import IndexStore, MemoryIndex
+from recovery.relocation import relocate
 from recovery.schema import AckReason, RecordKind
 from recovery.store import (INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, recover, replay,
                             write_index)
@@ -15,5 +16,5 @@ __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
     "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink",
     "QueueImage", "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage",
-    "StoreImage", "recover", "replay", "write_index",
+    "StoreImage", "recover", "relocate", "replay", "write_index",
 ]

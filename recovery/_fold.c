@@ -296,6 +296,18 @@ static int add_count(PyObject *counts, PyObject *key, long long n) {
     return rc;
 }
 
+/* Add qadded[t] to qcounts[qids[t]] for the first n queues of the small table. */
+static int flush_counts(PyObject *qcounts, const int64_t *qids, const long long *qadded,
+                        int n) {
+    for (int t = 0; t < n; t++) {
+        PyObject *q = PyLong_FromLongLong(qids[t]);
+        int rc = q == NULL ? -1 : add_count(qcounts, q, qadded[t]);
+        Py_XDECREF(q);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
 /* Add (messages, bytes) to sizes[address] = [messages, bytes]. */
 static int add_size(PyObject *sizes, PyObject *address, long long n, long long bytes) {
     if (n == 0) return 0;
@@ -340,8 +352,8 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
     const uint8_t *addr_bytes = NULL;  /* the bytes ``address`` was decoded from */
     uint64_t addr_len = 0;
     long long addr_n = 0, addr_size = 0, folded = 0, last_lsn = 0, max_mid = -1;
-    long long qadded[MAX_QUEUES];
-    int64_t qids[MAX_QUEUES];
+    long long qadded[MAX_QUEUES] = {0};
+    int64_t qids[MAX_QUEUES] = {0};
     int nq_seen = 0;
     uint8_t *body = NULL;
     size_t body_cap = 0;
@@ -448,14 +460,7 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
             while (s < nq_seen && qids[s] != m.queues[j]) s++;
             if (s == nq_seen) {
                 if (nq_seen == MAX_QUEUES) {  /* the small table is full: flush it */
-                    for (int t = 0; t < nq_seen; t++) {
-                        PyObject *q = PyLong_FromLongLong(qids[t]);
-                        if (q == NULL || add_count(qcounts, q, qadded[t]) < 0) {
-                            Py_XDECREF(q);
-                            goto fail;
-                        }
-                        Py_DECREF(q);
-                    }
+                    if (flush_counts(qcounts, qids, qadded, nq_seen) < 0) goto fail;
                     nq_seen = s = 0;
                 }
                 qids[s] = m.queues[j];
@@ -470,14 +475,7 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
         last_lsn = lsn;
         folded++;
     }
-    for (int t = 0; t < nq_seen; t++) {
-        PyObject *q = PyLong_FromLongLong(qids[t]);
-        if (q == NULL || add_count(qcounts, q, qadded[t]) < 0) {
-            Py_XDECREF(q);
-            goto fail;
-        }
-        Py_DECREF(q);
-    }
+    if (flush_counts(qcounts, qids, qadded, nq_seen) < 0) goto fail;
     if (address != NULL && add_size(sizes, address, addr_n, addr_size) < 0) goto fail;
     result = Py_BuildValue("(nLLLOO)", index, folded, last_lsn, max_mid, qcounts, sizes);
 fail:

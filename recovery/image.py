@@ -443,49 +443,9 @@ class StoreImage:
         have = set(present)
         return sorted(seq for seq, n in self.seglive.items() if n > 0 and seq not in have)
 
-    def relocate(self, moved: Mapping[Location, Location]) -> None:
-        """Apply compaction's relocations to every location held (a full scan, as compaction
-        itself is)."""
-        if not moved:
-            return
-        for a in self.addresses.values():
-            if a.location in moved:
-                a.location = moved[a.location]
-                self.dirty.add(("addr", a.id))
-        for match, (values, loc) in list(self.settings.items()):
-            if loc in moved:
-                self.settings[match] = (values, moved[loc])
-                self.dirty.add(("settings", match))
-        for q in self.queues.values():
-            if q.location in moved or q.update_location in moved:
-                q.location = moved.get(q.location, q.location)
-                if q.update_location is not None:
-                    q.update_location = moved.get(q.update_location, q.update_location)
-                self.dirty.add(("queue", q.id))
-        t = self.tables
-        for key, r in list(t.qref.items()):
-            if r.delivery_location in moved:
-                r.delivery_location = moved[r.delivery_location]
-                t.qref.put(key, r)
-                if r.in_delivery:
-                    t.busy.put(ref_key(ID.unpack(key[:8])[0], r.mid), list(r.delivery_location))
-        for key, m in list(t.msg.items()):
-            if m.location in moved:
-                m.location = moved[m.location]
-                t.msg.put(key, m)
-        by_pos = {(o.segment, o.offset): n for o, n in moved.items()}
-        for key, tx in list(t.tx.items()):
-            new = by_pos.get(PAIR.unpack(key))
-            tx.ack_targets = [moved.get(x, x) for x in tx.ack_targets]
-            if new is not None and tx_key(new) != key:
-                t.tx.delete(key)
-                t.tx.put(tx_key(new), tx, fresh=True)
-            else:
-                t.tx.put(key, tx)
-        self._recount()
-
-    def _recount(self) -> None:
-        """Recompute ``seglive`` from every location held (after a relocation)."""
+    def recount_holds(self) -> None:
+        """Recompute ``seglive`` from every location held (after compaction moved records:
+        ``recovery.relocation``); a full scan, streamed from the index in chunks."""
         self.seglive = {}
         for a in self.addresses.values():
             self._hold(a.location)

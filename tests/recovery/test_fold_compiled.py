@@ -222,3 +222,26 @@ def test_a_message_id_deleted_then_seen_again(tmp_path: Path, monkeypatch: pytes
         want, got = fold(j, False, 0, every), fold(j, True, 0, every)
     assert got == want
     assert [m[0] for m in got["messages"]] == [8, 9]
+
+
+def test_a_run_over_more_queues_than_the_compiled_fold_counts_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled fold counts references per queue in a table of 64 and flushes it when a
+    65th queue comes: 150 queues, messages to one, two or three of them, one run."""
+    recs: List[Tuple[int, Any]] = [
+        (RecordKind.QUEUE_ADD, {"id": q, "name": f"q{q}", "addr": "a", "rt": "anycast",
+                                "cfg": {}}) for q in range(1, 151)]
+    for i in range(600):
+        queues = sorted({1 + i % 150, 1 + (i * 7) % 150, 1 + (i * 13) % 150})[:1 + i % 3]
+        recs.append((RecordKind.MESSAGE, dict(_plain(10_000 + i), q=queues)))
+    d = str(tmp_path / "j")
+    with Journal.open(d, JournalOptions()) as j:
+        for kind, payload in recs:
+            last = j.append(int(kind), payload)
+        last.wait()
+    monkeypatch.setattr(rstore, "EVERY", 1000)
+    with Journal.open(d, JournalOptions()) as j:
+        want, got = fold(j, False, 0, 0), fold(j, True, 0, 0)
+    assert got == want
+    assert sum(n for n, _p in got["queues"].values()) == sum(len(p["q"]) for k, p in recs
+                                                               if k == RecordKind.MESSAGE)

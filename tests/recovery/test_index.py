@@ -183,3 +183,36 @@ def test_counts_of_a_replayed_tail_are_written_by_the_next_commit(tmp_path: Path
     with Broker.open(d) as b:
         assert b.recovery_report.index == "used", b.recovery_report.index
         assert b.queue_info("a").message_count == 5 and b.queue_info("b").message_count == 0
+
+
+def test_compaction_of_a_store_larger_than_a_read_chunk(tmp_path: Path) -> None:
+    """Relocation streams the index's references and messages in chunks (4,096 entries) while
+    it rewrites the moved ones: every moved message is found again, with its body, by the
+    index and by a rebuild."""
+    d = str(tmp_path / "s")
+    with Broker.open(d, journal_options=OPTS, checkpoint_records=0) as b:
+        for name in ("keep", "drop"):
+            b.create_address(name)
+            b.create_queue(QueueConfig(name, name))
+        with b.session() as s:
+            for i in range(0, 25_000, 500):  # keep's messages spread over every segment
+                s.send_many("keep", [Message(b"k%d" % (i + j)) for j in range(100)])
+                s.send_many("drop", [Message(b"d") for _ in range(400)])
+        b.checkpoint()  # everything committed: relocation reads it back from LMDB
+        with b.session() as s:
+            c = s.create_consumer("drop", window=1000)
+            while batch := c.receive_many(500, timeout=0.05):
+                s.ack_many(batch)
+        report = b.compact(force=True)
+        assert report.compacted and report.records_copied >= 5000
+    want = [b"k%d" % (i + j) for i in range(0, 25_000, 500) for j in range(100)]
+
+    def bodies(b: Broker) -> list:
+        with b.session() as s:
+            return [m.message.body for m in s.create_browser("keep")]
+
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.index == "used" and bodies(b) == want
+    shutil.rmtree(os.path.join(d, "index"))
+    with Broker.open(d, journal_options=OPTS) as b:
+        assert b.recovery_report.rebuilt and bodies(b) == want
