@@ -43,8 +43,8 @@ from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget
                            MessageCache, StoredMessage)
 from engine.queue import MessageRef, Queue
 from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import (IndexInvalidError, IndexStore, MessageImage, RecoveryReport, StoreImage,
-                      relocate)
+from recovery import (IndexInvalidError, IndexStore, MessageImage, Progress, RecoveryReport,
+                      StoreImage, relocate)
 from recovery import schema
 from recovery.schema import RecordKind
 
@@ -104,7 +104,7 @@ class Broker:
              rebuild_index: bool = False,
              memory_budget: int = DEFAULT_BUDGET,
              global_max_size: int = UNLIMITED,
-             progress: Optional[Callable[[int, int], None]] = None) -> "Broker":
+             progress: Optional[Progress] = None) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Optional
 
 from journal import (DirectoryLockedError, FileSystem, JournalIOError, JournalOptions,
                      OsFileSystem)
-from recovery import INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, Recovered, recover
+from recovery import INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, Progress, Recovered, recover
 
 STORE_LOCK = "store.lock"
 
@@ -42,7 +42,7 @@ class OpenedStorage:
 
 def open_storage(directory: str, fs: FileSystem, index: Optional[IndexStore],
                  options: JournalOptions, verify: bool, rebuild: bool,
-                 progress: Optional[Callable[[int, int], None]] = None) -> OpenedStorage:
+                 progress: Optional[Progress] = None) -> OpenedStorage:
     """Lock ``directory``, open its index (LMDB unless given; in memory under a simulated file
     system) and recover the store (``progress``: as ``recovery.recover``'s).
 

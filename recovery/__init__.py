@@ -9,12 +9,12 @@ from recovery.index import LmdbIndex
 from recovery.indexstore import IndexStore, MemoryIndex
 from recovery.relocation import relocate
 from recovery.schema import AckReason, RecordKind
-from recovery.store import (INDEX_DIR, JOURNAL_DIR, Recovered, RecoveryReport, recover, replay,
-                            write_index)
+from recovery.store import (INDEX_DIR, JOURNAL_DIR, Progress, Recovered, RecoveryReport, recover,
+                            replay, write_index)
 
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
     "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink",
-    "QueueImage", "RecordKind", "Recovered", "RecoveryError", "RecoveryReport", "RefImage",
-    "StoreImage", "recover", "relocate", "replay", "write_index",
+    "Progress", "QueueImage", "RecordKind", "Recovered", "RecoveryError", "RecoveryReport",
+    "RefImage", "StoreImage", "recover", "relocate", "replay", "write_index",
 ]
