@@ -8,8 +8,10 @@ from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                            BrokerFailedError, EngineError, IllegalStateError, InvalidNameError,
-                           QueueNotFoundError, ResourceLimitError, RoutingTypeError)
-from engine.model import AddressInfo, Message, QueueConfig, QueueInfo, ReceivedMessage, RoutingType
+                           MessageNotFoundError, QueueNotFoundError, ResourceLimitError,
+                           RoutingTypeError)
+from engine.model import (AddressInfo, Message, QueueConfig, QueueInfo, ReceivedMessage,
+                          RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
 from engine.settings import AddressFullPolicy, AddressSettings
 
@@ -17,6 +19,7 @@ __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
     "BrokerFailedError", "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError",
-    "InvalidNameError", "Message", "QueueConfig", "QueueInfo", "QueueNotFoundError",
-    "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError", "Session",
+    "InvalidNameError", "Message", "MessageNotFoundError", "QueueConfig", "QueueInfo",
+    "QueueNotFoundError", "ReceivedMessage", "ResourceLimitError", "RoutingType",
+    "RoutingTypeError", "ScheduledMessage", "Session",
 ]

@@ -20,10 +20,12 @@ from dataclasses import replace
 from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, QueueNotFoundError, ResourceLimitError,
-                           RoutingTypeError)
+                           IllegalStateError, MessageNotFoundError, QueueNotFoundError,
+                           ResourceLimitError, RoutingTypeError)
 from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo,
-                          RoutingType, now_ms, parse_routing_types)
+                          RoutingType, ScheduledMessage, now_ms, parse_routing_types)
+from engine.placement import body_of
+from engine.scheduling import deliver_now, promote_due, remove_scheduled
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
 from engine.delivery import serve_waiters
@@ -84,6 +86,8 @@ class Broker:
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
+        self._scheduler: Optional[threading.Thread] = None
+        self._scheduler_wake = threading.Event()
         self._storage: Optional[OpenedStorage] = None
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         for match, (values, _loc) in persistence.image.settings.items():
@@ -168,6 +172,7 @@ class Broker:
                          global_max_size, pages)
             broker._storage = storage
             end_recovered_deliveries(broker, rec.image)
+            broker.deliver_scheduled()  # times that passed while the store was closed
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
@@ -191,6 +196,7 @@ class Broker:
             raise
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
+        broker._start_scheduler()
         return broker
 
     def _load(self, image: StoreImage) -> None:
@@ -240,6 +246,7 @@ class Broker:
         with self.lock:
             self._closed = True
             self._stop_reaper.set()
+            self._scheduler_wake.set()
             self.room.notify()  # senders waiting for room: they find the broker closed
             try:
                 if self._failure is None:
@@ -333,6 +340,102 @@ class Broker:
                     return
         self._reaper = threading.Thread(target=run, name="mqstore-expiry", daemon=True)
         self._reaper.start()
+
+    def _start_scheduler(self) -> None:
+        """A thread that puts scheduled messages on their queues when due (waking consumers
+        that sleep in receive): it sleeps until the earliest due time, at most a minute, and
+        is woken when a message is scheduled."""
+        def run() -> None:
+            while not self._closed:
+                with self.lock:
+                    times = [t for t in (q.scheduled.next_due() for q in self.queues.values())
+                             if t is not None] if not self._closed else []
+                delay = 60.0 if not times else (min(times) - self.now_ms()) / 1000.0
+                if delay > 0:
+                    self._scheduler_wake.wait(min(delay, 60.0))
+                    self._scheduler_wake.clear()
+                    continue
+                try:
+                    self.deliver_scheduled()
+                except (BrokerFailedError, IllegalStateError):
+                    return
+        self._scheduler = threading.Thread(target=run, name="mqstore-scheduler", daemon=True)
+        self._scheduler.start()
+
+    def wake_scheduler(self) -> None:
+        """A message was scheduled: the scheduler thread looks at the due times again."""
+        self._scheduler_wake.set()
+
+    def deliver_scheduled(self) -> int:
+        """Put every scheduled message due now (the broker's clock) on the head of its queue
+        and hand it to waiting consumers (seed 000 §3; ``engine.scheduling``). The broker
+        does this itself: on a timer, at each receive and at open; call it after moving an
+        injected ``clock`` forward.
+
+        Returns:
+            How many scheduled messages came due (a full ring queue removes those at once).
+
+        Raises:
+            BrokerFailedError: the journal failed (fail-stop). IllegalStateError: closed.
+        """
+        count, ticket = 0, None
+        with self.lock:
+            self.check_open()
+            now = self.now_ms()
+            for queue in list(self.queues.values()):
+                nxt = queue.scheduled.next_due()
+                if nxt is not None and nxt <= now:
+                    n, t = promote_due(self, queue, now)
+                    count, ticket = count + n, t or ticket
+        self.wait(ticket)
+        return count
+
+    def scheduled_messages(self, queue: str, limit: int = 100) -> List[ScheduledMessage]:
+        """Up to ``limit`` messages of ``queue``'s scheduled buffer, in due order (Artemis
+        listScheduledMessages).
+
+        Raises:
+            QueueNotFoundError. InvalidArgumentError: limit not an int >= 0.
+            BrokerFailedError: a body could not be read.
+        """
+        check_int("limit", limit, 0, TIME_MAX)
+        with self.lock:
+            self.check_open()
+            q = self.find_queue(queue)
+            return [ScheduledMessage(ref.msg.to_message(body_of(self, ref.msg)), at,
+                                     ref.delivery_count, q.name)
+                    for at, ref in q.scheduled.listing(limit)]
+
+    def deliver_scheduled_message(self, queue: str, message_id: int) -> None:
+        """Put scheduled message ``message_id`` of ``queue`` on its head now (Artemis
+        deliverScheduledMessage); it is then delivered like one that came due.
+
+        Raises:
+            QueueNotFoundError. MessageNotFoundError: it is not in the queue's scheduled
+            buffer; nothing changed.
+        """
+        self._scheduled_step(queue, message_id, deliver_now)
+
+    def remove_scheduled_message(self, queue: str, message_id: int) -> None:
+        """Remove scheduled message ``message_id`` from ``queue`` (Artemis removeMessage:
+        counted in ``messages_killed``; journaled).
+
+        Raises:
+            QueueNotFoundError. MessageNotFoundError: it is not in the queue's scheduled
+            buffer; nothing changed.
+        """
+        self._scheduled_step(queue, message_id, remove_scheduled)
+
+    def _scheduled_step(self, queue: str, message_id: int, step) -> None:  # type: ignore[no-untyped-def]
+        check_int("message_id", message_id, 0, TIME_MAX)
+        with self.lock:
+            self.check_open()
+            q = self.find_queue(queue)
+            try:
+                ticket = step(self, q, message_id)
+            except KeyError:
+                raise MessageNotFoundError(message_id, queue) from None
+        self.wait(ticket)
 
     def expire_messages(self) -> int:
         """Expire every ready message whose expiration has passed now (moved to the expiry
@@ -502,7 +605,7 @@ class Broker:
             if queue.durable:
                 ticket = self.write([(RecordKind.QUEUE_DEL, schema.by_id(queue.id))])
             for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()) \
-                    + queue.paged.drop():
+                    + queue.paged.drop() + queue.scheduled.drop():
                 self.drop_message_ref(ref)
             del self.queues[name]
             del self.queues_by_id[queue.id]

@@ -26,6 +26,7 @@ from engine.names import Destination
 from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
                               fitting_bound, forget, record_bound, route)
 from engine.queue import MessageRef, Queue
+from engine.scheduling import promote_due
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
 from recovery import schema
@@ -72,8 +73,12 @@ def deliver(broker: BrokerCore, queue: Queue, consumer: Any) -> Optional[Tuple[M
 
 def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                  ) -> Tuple[List[MessageRef], Optional[Ticket]]:
-    """Like ``deliver`` for up to ``limit`` references, journaled in one write."""
+    """Like ``deliver`` for up to ``limit`` references, journaled in one write. Scheduled
+    messages due now join the head first (``engine.scheduling``)."""
     now = broker.now_ms()
+    nxt = queue.scheduled.next_due()
+    if nxt is not None and nxt <= now:
+        promote_due(broker, queue, now)
     refs: List[MessageRef] = []
     records = []
     expired: List[MessageRef] = []

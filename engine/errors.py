@@ -44,6 +44,17 @@ class QueueNotFoundError(EngineError):
         super().__init__(f"no queue {queue!r}{where}", hint="create it with create_queue()")
 
 
+class MessageNotFoundError(EngineError):
+    """No message of that id where it was looked for (a queue's scheduled buffer).
+    Attributes: message_id, queue."""
+
+    def __init__(self, message_id: int, queue: str) -> None:
+        self.message_id = message_id
+        self.queue = queue
+        super().__init__(f"queue {queue!r} has no scheduled message {message_id}",
+                         hint="list them with scheduled_messages()")
+
+
 class AlreadyExistsError(EngineError):
     """An address or queue of that name exists already. Attributes: name."""
 

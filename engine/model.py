@@ -54,6 +54,11 @@ class Message:
         priority: 0-9 (JMS), default 4.
         expiration: absolute expiry time in ms since the epoch, 0 for never.
         timestamp: send time in ms since the epoch (set by the broker when 0).
+        scheduled_delivery_time: when to deliver it, ms since the epoch (0: at once); until
+            then it waits in its queues' scheduled buffers (seed 000 §3). The Artemis property
+            ``_AMQ_SCHED_DELIVERY`` (an int, ms since the epoch) is honoured when this is 0.
+        delivery_delay: ms to wait before delivering it (0: none; JMS 2 deliveryDelay), when
+            no scheduled time is given. A time not in the future delivers at once.
         message_id: assigned by the broker on send.
         address: the address it was sent to (set by the broker).
         checked_size: body and packed properties in bytes, set on the copy ``checked`` takes
@@ -68,6 +73,8 @@ class Message:
     timestamp: int = 0
     message_id: int = 0
     address: str = ""
+    scheduled_delivery_time: int = 0
+    delivery_delay: int = 0
     checked_size: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -79,12 +86,15 @@ class Message:
         p, e, t = self.priority, self.expiration, self.timestamp
         if self.durable.__class__ is bool and p.__class__ is int and 0 <= p <= 9 and \
                 e.__class__ is int and 0 <= e <= TIME_MAX and t.__class__ is int and \
-                0 <= t <= TIME_MAX:
+                0 <= t <= TIME_MAX and self.scheduled_delivery_time == 0 == self.delivery_delay \
+                and self.scheduled_delivery_time.__class__ is int is self.delivery_delay.__class__:
             return  # the common case, in one test
         check_bool("durable", self.durable)
         check_int("priority", self.priority, 0, 9)
         check_int("expiration", self.expiration, 0, TIME_MAX)
         check_int("timestamp", self.timestamp, 0, TIME_MAX)
+        check_int("scheduled_delivery_time", self.scheduled_delivery_time, 0, TIME_MAX)
+        check_int("delivery_delay", self.delivery_delay, 0, TIME_MAX)
 
     def checked(self) -> "Message":
         """A private, validated copy of this message, taken when it is sent: fields changed
@@ -238,6 +248,24 @@ class ReceivedMessage:
     def redelivered(self) -> bool:
         """Whether this message was delivered before."""
         return self.delivery_count > 1
+
+
+@dataclass(frozen=True)
+class ScheduledMessage:
+    """A message in a queue's scheduled buffer, as management lists it (Artemis
+    listScheduledMessages).
+
+    Attributes:
+        message: the message (body, properties, ids, times).
+        scheduled_delivery_time: when it is due, ms since the epoch.
+        delivery_count: times it was delivered before (a redelivery delay brought it here).
+        queue: the queue whose buffer holds it.
+    """
+
+    message: Message
+    scheduled_delivery_time: int
+    delivery_count: int
+    queue: str
 
 
 @dataclass(frozen=True)

@@ -257,6 +257,43 @@ class IndexReader:
         return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
                              m.priority, None, True, m.body_size)
 
+    def scheduled_count(self, qid: int) -> int:
+        """References the index holds in queue ``qid``'s scheduled buffer."""
+        q = self.image.queues.get(qid)
+        return 0 if q is None else q.scheduled
+
+    def scheduled(self, qid: int, upto: Optional[int], limit: int, after: Any = None
+                  ) -> List[Tuple[StoredMessage, Any]]:
+        """Up to ``limit`` of queue ``qid``'s scheduled references due at ``upto`` ms at the
+        latest (``None``: any time), after ``after`` (a ``RefImage``), in due order: (message,
+        ``RefImage``) each; the messages come from the cache or are built from the index."""
+        try:
+            refs = self.image.scheduled_refs(qid, upto, limit, after)
+        except IndexInvalidError as exc:
+            self.damaged(exc)
+            raise
+        return [(self._message_of(qid, r.mid), r) for r in refs]
+
+    def scheduled_ref(self, qid: int, mid: int) -> Optional[Tuple[StoredMessage, Any]]:
+        """Message ``mid``'s reference in queue ``qid``'s scheduled buffer, or ``None``."""
+        try:
+            ref = self.image.ref(qid, mid)
+        except IndexInvalidError as exc:
+            self.damaged(exc)
+            raise
+        if ref is None or not ref.at:
+            return None
+        return self._message_of(qid, mid), ref
+
+    def _message_of(self, qid: int, mid: int) -> StoredMessage:
+        msg = self.message(mid)
+        if msg is None:
+            exc = IndexInvalidError(f"queue {qid} has a reference to message {mid}, "
+                                    f"which the index does not hold")
+            self.damaged(exc)
+            raise exc
+        return msg
+
     def paged(self, qid: int) -> int:
         """Paged references the index holds for queue ``qid`` (its address pages them)."""
         q = self.image.queues.get(qid)

@@ -27,6 +27,7 @@ from engine.names import Destination
 from engine.pagedrefs import spill
 from engine.queue import PENDING, MessageRef, Queue, StoredMessage, kept_body
 from engine.refs import placement_number
+from engine.scheduled import SCHED_PROPERTY, scheduled_time
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
 from recovery import schema
@@ -84,13 +85,17 @@ class Placement:
         self.removals: List[Removal] = []
         self.touched: Dict[int, Queue] = {}
         self.base_lsn = broker.persistence.journal.next_lsn - 1
+        self.scheduled = False  # a message went to a scheduled buffer
 
     def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
             ) -> None:
         """Route one message to ``queues``; ``paged``: its address pages it (the references
         wait with the queues' paged ones, policies not applied yet)."""
         broker = self.broker
-        paged = paged or broker.sizes.paging(address)  # paging goes on until none is left
+        at = scheduled_time(msg.scheduled_delivery_time, msg.delivery_delay,
+                            msg.properties.get(SCHED_PROPERTY), self.now)
+        # paging goes on until none is left; a scheduled message waits in the index anyway
+        paged = (paged or broker.sizes.paging(address)) and not at
         settings = broker.settings.resolve(address)
         expiration = msg.expiration
         if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
@@ -103,7 +108,7 @@ class Placement:
             slot = len(self.payloads)
             self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
                                                 msg.body, msg.properties, ts, expiration,
-                                                msg.priority, paged))
+                                                msg.priority, paged, at))
         stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
                                msg.priority, kept_body(msg.body, journaled, queues),
                                bool(journaled), len(msg.body))
@@ -111,13 +116,22 @@ class Placement:
             broker.sizes.add_transient(stored, paged)
         refs = []
         for q in queues:
+            self.touched[q.id] = q
+            if at and q in journaled:  # the index holds it: nothing in RAM
+                q.scheduled.added_durable(at)
+                q.added += 1
+                self.scheduled = True
+                continue
             ref = MessageRef(stored, q, PENDING, journaled=q in journaled)
-            if paged:
+            if at:
+                q.scheduled.add(ref, at)
+                q.added += 1
+                self.scheduled = True
+            elif paged:
                 q.add_paged(ref)
             else:
                 self.removals += q.add_tail(ref, self.now)
             refs.append(ref)
-            self.touched[q.id] = q
         self.placed.append((stored, refs, slot))
         if paged:
             self.spill.append((stored, [r for r in refs if not r.journaled]))
@@ -154,6 +168,8 @@ class Placement:
             forget(broker, ref, why)
         for q in self.touched.values():
             broker.serve(q)
+        if self.scheduled:
+            broker.wake_scheduler()
         return ticket
 
 

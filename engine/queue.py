@@ -18,6 +18,8 @@ from engine.pagedrefs import PagedRefs
 from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
 from engine.refs import PENDING, MessageRef, Order, below, kept_body
+from engine.scheduled import ScheduledBuffer
+from recovery.schema import AckReason
 
 __all__ = ["MessageRef", "Order", "PENDING", "Queue", "QueuePolicy", "StoredMessage",
            "kept_body"]
@@ -83,6 +85,7 @@ class Queue:
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
+        self.scheduled = ScheduledBuffer(self, cache, reader)
         self.returned_ahead = False  # references returned to the head: ``ready`` not in order
         self.added = 0
         self.acknowledged = 0
@@ -107,9 +110,10 @@ class Queue:
             not self.config.last_value_key and not self.config.non_destructive
 
     def message_count(self) -> int:
-        """Messages on the queue, in delivery and paged ones included (Artemis messageCount;
-        seed 000 §4: a paged message is reflected in it)."""
-        return self.ready_count() + len(self.delivering) + self.paged.count()
+        """Messages on the queue, in delivery, paged and scheduled ones included (Artemis
+        messageCount; seed 000 §3-4: paged and scheduled messages are reflected in it)."""
+        return self.ready_count() + len(self.delivering) + self.paged.count() + \
+            self.scheduled.count()
 
     def ready_count(self) -> int:
         """Messages waiting for a consumer on the queue (what a ring size bounds, seed 000:
@@ -168,6 +172,43 @@ class Queue:
 
     def _join(self, ref: MessageRef) -> None:
         self._enter(ref, self.ready if self.horizon is None else self.tail)
+
+    def admit_due(self, ref: MessageRef, now_ms: int, joining: int
+                  ) -> List[Tuple[MessageRef, str]]:
+        """A scheduled reference came due; ``joining`` more came due before it in the same
+        step and will join first. Returns what the policies remove for it: ``ref`` itself when
+        the queue is a full ring (seed 000 §3: "the scheduled message A will be removed"),
+        else what a last-value key replaces (the key is tracked from now on, seed 004 §4.9).
+        The caller then gives it its order key and calls ``join_due``."""
+        for policy in self.policies:
+            size = getattr(policy, "size", None)
+            if size is not None and self.ready_count() + joining >= size:
+                return [(ref, AckReason.EVICTED.value)]
+        removals: List[Tuple[MessageRef, str]] = []
+        for policy in self.policies:
+            if hasattr(policy, "latest"):
+                removals += self._take_off(policy.before_add(self, ref, now_ms))
+        return removals
+
+    def join_due(self, ref: MessageRef) -> None:
+        """Put a reference that came due (its message already held, its order key a head
+        key: ``recovery.image.head_order``) on the head of the queue: after those that came
+        due before it, before every message that was waiting."""
+        self.mem_seq += 1
+        ref.seq = self.mem_seq
+        if self.horizon is not None and ref.order > self.horizon:
+            if ref.journaled:  # behind the horizon: the index has it in order
+                self.on_disk += 1
+                self.cache.let_go(ref.msg)
+                return
+            into = self.tail
+        else:
+            into = self.ready
+        ref.in_queue = True
+        i = 0
+        while i < len(into) and into[i].order < ref.order:
+            i += 1
+        into.insert(i, ref)
 
     def _enter(self, ref: MessageRef, into: Deque[MessageRef]) -> None:
         """A reference comes into RAM on ``into``: arrival number, held in the cache."""
@@ -417,7 +458,8 @@ class Queue:
         """The management view."""
         c = self.config
         return QueueInfo(c.name, c.address, RoutingType(c.routing_type), c.durable,
-                         self.message_count(), len(self.delivering), 0, len(self.consumers),
+                         self.message_count(), len(self.delivering), self.scheduled.count(),
+                         len(self.consumers),
                          self.added, self.acknowledged, self.killed, self.expired,
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,

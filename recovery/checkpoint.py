@@ -15,7 +15,7 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
                               pages: [[address, start lsn, start slot, messages, bytes], ...]
     addr     id            -> [name, routing types, auto, location]
     queue    id            -> [name, address, routing type, config, location, update loc, count,
-                               paged]
+                               paged(, scheduled)]
     settings match         -> [values, location]
     msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs,
                                lsn]
@@ -25,6 +25,13 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     tx       seg+offset    -> [remaining, ack targets] TX records still needed
     jdead    seg+offset    -> length                  a dead record (one entry each)
     jpin     seg+offset    -> [length, [targets]]      tombstones waiting for targets
+    sched    qid+at+lsn+slot -> as qref, with at      a queue's scheduled buffer, in due order
+    moved    qid+mid       -> [at, lsn, slot]          references not at their message's order
+                                                       key: scheduled (at > 0), or put on the
+                                                       head when due (order key (0, n))
+
+Version 8 added ``sched``, ``moved`` and the queue entry's scheduled count; a version 7 index
+(none of them: nothing scheduled) is read as it is.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 7
+VERSION = 8
+READABLE = (7, 8)  # versions this code reads (7: written before scheduled messages)
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 
@@ -89,7 +97,7 @@ def load(store: Any) -> Optional[Checkpoint]:
     meta = read_meta(store)
     if meta is None:
         return None
-    if meta.get("version") != VERSION:
+    if meta.get("version") not in READABLE:
         raise IndexInvalidError(f"index version {meta.get('version')} is not {VERSION}")
     counts = meta["counts"]
     for name in TABLES[1:]:
@@ -106,14 +114,17 @@ def load(store: Any) -> Optional[Checkpoint]:
         aid = ID.unpack(k)[0]
         img.addresses[aid] = AddressImage(aid, name, tuple(rts), auto, Location(*loc))
     for k, v in store.range("queue", b"", None):
-        name, addr, rt, cfg, loc, uloc, count, paged = unpack_value("queue", k, v)
+        value = unpack_value("queue", k, v)
+        name, addr, rt, cfg, loc, uloc, count, paged = value[:8]
         qid = ID.unpack(k)[0]
         img.queues[qid] = QueueImage(qid, name, addr, rt, cfg, Location(*loc),
-                                     None if uloc is None else Location(*uloc), count, paged)
+                                     None if uloc is None else Location(*uloc), count, paged,
+                                     int(value[8]) if len(value) > 8 else 0)
     for k, v in store.range("settings", b"", None):
         values, loc = unpack_value("settings", k, v)
         img.settings[k.decode("utf-8")] = (values, Location(*loc))
-    if sum(q.count for q in img.queues.values()) != counts.get("qref", 0):
+    if sum(q.count for q in img.queues.values()) != counts.get("qref", 0) or \
+            sum(q.scheduled for q in img.queues.values()) != counts.get("sched", 0):
         raise IndexInvalidError("the queues' reference counts do not match the references")
     dead: Dict[int, List[List[int]]] = {}
     for k, v in store.range("jdead", b"", None):
@@ -204,7 +215,8 @@ def committed(image: StoreImage) -> None:
 
 def _queue_value(q: QueueImage) -> List[Any]:
     return [q.name, q.address, q.routing_type, q.config, list(q.location),
-            None if q.update_location is None else list(q.update_location), q.count, q.paged]
+            None if q.update_location is None else list(q.update_location), q.count, q.paged,
+            q.scheduled]
 
 
 __all__ = ["Checkpoint", "TABLES", "VERSION", "changes", "committed", "load", "read_index",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from journal import Location
-from recovery.tables import OrderedTable, Table
+from recovery.tables import OrderedTable, SortedTable, Table
 
 Order = Tuple[int, int]  # (LSN of the record that added the reference, slot in that record)
 
@@ -23,6 +23,7 @@ def below(order: Tuple[int, ...]) -> Order:
 ID = struct.Struct(">Q")
 PAIR = struct.Struct(">QQ")
 TRIPLE = struct.Struct(">QQQ")
+QUAD = struct.Struct(">QQQQ")
 
 
 @dataclass
@@ -39,20 +40,29 @@ class AddressImage:
 @dataclass
 class RefImage:
     """A message reference on a durable queue: message id, order key, delivery count (times it
-    was handed to a consumer), the DELIVERY record holding that count, and whether that record
-    left it in delivery (handed out, not settled nor returned)."""
+    was handed to a consumer), the DELIVERY record holding that count, whether that record
+    left it in delivery (handed out, not settled nor returned), and ``at``: when it is in the
+    queue's scheduled buffer, the time it is due (ms since the epoch; 0: on the queue).
+
+    A reference is in the ``qref`` table under its order key, or, while scheduled, in the
+    ``sched`` table under its due time and order key. The order key is its message's
+    (``MessageImage.order``) unless it was moved (scheduled, or put on the head of its queue
+    when due: order key ``(0, n)``); the ``moved`` table then says where it is.
+    """
 
     mid: int
     order: Order
     delivery_count: int = 0
     delivery_location: Optional[Location] = None
     in_delivery: bool = False
+    at: int = 0
 
 
 @dataclass
 class QueueImage:
     """A durable queue, its configuration, how many references it holds (``count``) and how
-    many of those are paged (``paged``: their address pages them, ``PageState``)."""
+    many of those are paged (``paged``: their address pages them, ``PageState``); ``count``
+    does not include the ``scheduled`` ones (in its scheduled buffer, not on the queue yet)."""
 
     id: int
     name: str
@@ -63,6 +73,7 @@ class QueueImage:
     update_location: Optional[Location] = None
     count: int = 0
     paged: int = 0
+    scheduled: int = 0
 
 
 @dataclass
@@ -127,17 +138,22 @@ def _dec_msg(v: List[Any]) -> MessageImage:
 
 
 def _enc_ref(r: RefImage) -> List[Any]:
-    if r.delivery_count == 0 and r.delivery_location is None and not r.in_delivery:
+    if r.delivery_count == 0 and r.delivery_location is None and not r.in_delivery \
+            and not r.at:
         return [r.mid, r.order[0], r.order[1]]  # never handed out: the common case, short
-    return [r.mid, r.order[0], r.order[1], r.delivery_count, _loc(r.delivery_location),
-            r.in_delivery]
+    out = [r.mid, r.order[0], r.order[1], r.delivery_count, _loc(r.delivery_location),
+           r.in_delivery]
+    if r.at:
+        out.append(r.at)
+    return out
 
 
 def _dec_ref(v: List[Any]) -> RefImage:
     if len(v) == 3:
         return RefImage(v[0], (v[1], v[2]))
-    mid, lsn, slot, count, dloc, busy = v
-    return RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy))
+    mid, lsn, slot, count, dloc, busy = v[:6]
+    return RefImage(mid, (lsn, slot), count, _unloc(dloc), bool(busy),
+                    int(v[6]) if len(v) > 6 else 0)
 
 
 def _enc_tx(t: TxImage) -> List[Any]:
@@ -160,6 +176,12 @@ def order_key(qid: int, order: Order) -> bytes:
     return TRIPLE.pack(qid, order[0], order[1])
 
 
+def sched_key(qid: int, at: int, order: Order) -> bytes:
+    """Key of a scheduled reference (the ``sched`` table: a queue's scheduled buffer in due
+    order, equal times in order-key order)."""
+    return QUAD.pack(qid, at, order[0], order[1])
+
+
 def tx_key(loc: Location) -> bytes:
     """Key of a TX record entry (segment, offset)."""
     return PAIR.pack(loc.segment, loc.offset)
@@ -174,7 +196,9 @@ class ImageTables:
         self.qref = OrderedTable(store, "qref", _enc_ref, _dec_ref, counts.get("qref", 0))
         self.busy = Table(store, "busy", count=counts.get("busy", 0))
         self.tx = Table(store, "tx", _enc_tx, _dec_tx, counts.get("tx", 0))
+        self.sched = SortedTable(store, "sched", _enc_ref, _dec_ref, counts.get("sched", 0))
+        self.moved = Table(store, "moved", count=counts.get("moved", 0))
 
     def all(self) -> List[Table]:
         """Every table, in a fixed order."""
-        return [self.msg, self.qref, self.busy, self.tx]
+        return [self.msg, self.qref, self.busy, self.tx, self.sched, self.moved]

@@ -22,9 +22,9 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from journal import Location
-from recovery.entries import (ID, PAIR, TRIPLE, AddressImage, ImageTables, MessageImage,
+from recovery.entries import (ID, PAIR, QUAD, TRIPLE, AddressImage, ImageTables, MessageImage,
                               Order, PageState, QueueImage, RefImage, TxImage, below, order_key,
-                              ref_key, tx_key)
+                              ref_key, sched_key, tx_key)
 from recovery.errors import IndexInvalidError
 from recovery.ledger import AddressLedger
 from recovery.indexstore import MemoryIndex
@@ -44,6 +44,15 @@ __all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", 
 
 
 _MESSAGE, _TX = int(RecordKind.MESSAGE), int(RecordKind.TX)
+HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
+# the record, gets order key (0, l << HEAD_SHIFT | i): before every key from a message record
+# (LSN >= 1), after every head key of an earlier DUE record
+
+
+def head_order(lsn: int, i: int) -> Order:
+    """The order key of the ``i``-th reference a DUE record at ``lsn`` puts on its queue's
+    head (``i`` < 2**20)."""
+    return (0, (lsn << HEAD_SHIFT) | i)
 
 
 class NullSink:
@@ -123,12 +132,50 @@ class StoreImage:
     def ref(self, qid: int, mid: int, msg: Optional[MessageImage] = None
             ) -> Optional[RefImage]:
         """Message ``mid``'s reference on queue ``qid`` or ``None`` (``msg``: the message,
-        when the caller has read it already)."""
+        when the caller has read it already); scheduled or moved to the head too."""
         if msg is None:
             msg = self.message(mid)
             if msg is None:
                 return None
-        return self.tables.qref.get(order_key(qid, msg.order))
+        t = self.tables
+        ref = t.qref.get(order_key(qid, msg.order))
+        if ref is not None or not t.moved.count:
+            return ref
+        where = t.moved.get(ref_key(qid, mid))
+        if where is None:
+            return None
+        at, order = int(where[0]), (int(where[1]), int(where[2]))
+        return t.sched.get(sched_key(qid, at, order)) if at else \
+            t.qref.get(order_key(qid, order))
+
+    def _key(self, qid: int, ref: RefImage) -> bytes:
+        """Where ``ref`` is: its ``sched`` key while scheduled, else its ``qref`` key."""
+        return sched_key(qid, ref.at, ref.order) if ref.at else order_key(qid, ref.order)
+
+    def _put_ref(self, qid: int, ref: RefImage) -> None:
+        """Write back a reference that stays where it is."""
+        (self.tables.sched if ref.at else self.tables.qref).put(self._key(qid, ref), ref)
+
+    def scheduled_refs(self, qid: int, upto: Optional[int] = None, limit: int = 1024,
+                       after: Optional[RefImage] = None) -> List[RefImage]:
+        """Up to ``limit`` references in queue ``qid``'s scheduled buffer, in due order (equal
+        times in order-key order), due at ``upto`` ms at the latest (``None``: any time),
+        after reference ``after`` (from the first when ``None``)."""
+        start = QUAD.pack(qid, 0, 0, 0) if after is None else \
+            self._key(qid, after) + b"\x00"
+        stop = QUAD.pack(qid + 1, 0, 0, 0) if upto is None or upto >= (1 << 64) - 1 else \
+            QUAD.pack(qid, upto + 1, 0, 0)
+        return [ref for _key, ref in self.tables.sched.range(start, stop, limit)]
+
+    def all_scheduled(self, qid: int) -> Iterator[RefImage]:
+        """Every reference in queue ``qid``'s scheduled buffer, in due order (in chunks)."""
+        after: Optional[RefImage] = None
+        while True:
+            chunk = self.scheduled_refs(qid, None, 1024, after)
+            yield from chunk
+            if len(chunk) < 1024:
+                return
+            after = chunk[-1]
 
     def queue_refs(self, qid: int, after: Optional[Order] = None, limit: int = 1024
                    ) -> List[RefImage]:
@@ -210,6 +257,8 @@ class StoreImage:
             self._queue_update(payload, location, sink)
         elif kind == RecordKind.DEPAGE:
             self._depage(payload, location, sink)
+        elif kind == RecordKind.DUE:
+            self._due(payload, location, lsn, sink)
         elif kind == RecordKind.ADDRESS_DEL:
             gone = self.addresses.pop(int(payload["id"]), None)
             if gone is None:
@@ -270,9 +319,15 @@ class StoreImage:
                                              int(get("exp", 0)), int(get("prio", 4)),
                                              size, len(queues), lsn), fresh=True)
         order = (lsn, slot if slot > 0 else 0)
-        paged = self.ledger.added(address, order, size, bool(get("pg")))
+        at = get("at")
+        paged = self.ledger.added(address, order, size, bool(get("pg")) and not at)
         seglive = self.seglive
         seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
+        if at:  # into the queues' scheduled buffers (seed 000 §3)
+            at = int(at)
+            for queue in queues:
+                self._schedule(queue, RefImage(mid, order, at=at), mid)
+            return True
         put, counted = t.qref.put, self.counted
         for queue in queues:
             put(TRIPLE.pack(queue.id, lsn, order[1]), RefImage(mid, order), True)
@@ -280,6 +335,16 @@ class StoreImage:
             queue.paged += paged
             counted.add(queue.id)
         return True
+
+    def _schedule(self, queue: QueueImage, ref: RefImage, mid: int) -> None:
+        """Put ``ref`` (not in any table now, ``ref.at`` set) in ``queue``'s scheduled
+        buffer."""
+        t = self.tables
+        t.sched.put(sched_key(queue.id, ref.at, ref.order), ref, True)
+        key = ref_key(queue.id, mid)
+        t.moved.put(key, [ref.at, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+        queue.scheduled += 1
+        self.counted.add(queue.id)
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
@@ -299,15 +364,27 @@ class StoreImage:
 
     def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
                     sink: LivenessSink) -> None:
-        if msg is not None and self.ledger.is_paged(msg):
-            queue.paged -= 1
         t = self.tables
-        t.qref.delete(order_key(queue.id, ref.order))
+        self._unplace(queue, ref, msg)
         if ref.in_delivery:
             t.busy.delete(ref_key(queue.id, ref.mid))
         self._superseded(ref.delivery_location, sink)
-        queue.count -= 1
         self.counted.add(queue.id)
+
+    def _unplace(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage]) -> None:
+        """Take ``ref`` out of its table (``sched`` or ``qref``) and the ``moved`` table, and
+        out of the queue's counts."""
+        t = self.tables
+        if ref.at:
+            t.sched.delete(sched_key(queue.id, ref.at, ref.order))
+            queue.scheduled -= 1
+        else:
+            if msg is not None and self.ledger.is_paged(msg):
+                queue.paged -= 1
+            t.qref.delete(order_key(queue.id, ref.order))
+            queue.count -= 1
+        if ref.at or ref.order[0] == 0:
+            t.moved.delete(ref_key(queue.id, ref.mid))
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1
@@ -356,7 +433,51 @@ class StoreImage:
         ref.delivery_location = location
         ref.in_delivery = busy
         self._hold(location)
-        self.tables.qref.put(order_key(qid, ref.order), ref)
+        at = int(p.get("at", 0)) if not busy else 0
+        if at and not ref.at:  # returned through the scheduled buffer (redelivery delay)
+            queue = self.queues[qid]
+            msg = self.message(mid)
+            self._unplace(queue, ref, msg)
+            ref.at = at
+            if msg is not None:
+                ref.order = msg.order
+            self._schedule(queue, ref, mid)
+            return
+        self._put_ref(qid, ref)
+
+    def _due(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink
+             ) -> None:
+        """Scheduled references that came due join the head of their queue, in the record's
+        order (``head_order``), then the acks the queue's policies decided apply (a full ring
+        removes the scheduled message itself, seed 000 §3). The record lives until every
+        message it moved and every record its acks cancel is gone, as a DEPAGE record does."""
+        queue = self.queues.get(int(p["q"]))
+        targets: List[Location] = []
+        if queue is not None:
+            t = self.tables
+            for i, mid in enumerate(p.get("m", ())):
+                msg = self.message(int(mid))
+                ref = self.ref(queue.id, int(mid), msg) if msg is not None else None
+                if ref is None or msg is None or not ref.at:
+                    continue
+                self._unplace(queue, ref, msg)
+                ref.at = 0
+                ref.order = head_order(lsn, i)
+                t.qref.put(order_key(queue.id, ref.order), ref, True)
+                key = ref_key(queue.id, ref.mid)
+                t.moved.put(key, [0, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+                queue.count += 1
+                self.counted.add(queue.id)
+                if msg.location not in targets:
+                    targets.append(msg.location)
+        for a in p.get("acks", ()):
+            target = self._ack(a, sink)
+            if target is not None and target not in targets:
+                targets.append(target)
+        if targets:
+            sink.mark_dead_after(location, targets)
+        else:
+            sink.mark_dead([location])
 
     def _depage(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
         """The address's paged messages up to ``upto`` join their queues (they count in its
@@ -428,11 +549,12 @@ class StoreImage:
             sink.mark_dead([location])
             return
         self.dirty.add(("queue", qid))
-        for ref in self.refs(qid):  # read in chunks after the last one: deleting is safe
-            msg = self.message(ref.mid)
-            self._remove_ref(queue, ref, msg, sink)
-            if msg is not None:
-                self._release_msg(msg, sink)
+        for refs in (self.refs(qid), self.all_scheduled(qid)):
+            for ref in refs:  # read in chunks after the last one: deleting is safe
+                msg = self.message(ref.mid)
+                self._remove_ref(queue, ref, msg, sink)
+                if msg is not None:
+                    self._release_msg(msg, sink)
         self._superseded(queue.update_location, sink)
         self._superseded(queue.location, sink)
         sink.mark_dead_after(location, [queue.location])
@@ -454,12 +576,14 @@ class StoreImage:
         for q in self.queues.values():
             self._hold(q.location)
             self._hold(q.update_location)
-        for _key, r in self.tables.qref.items():
-            self._hold(r.delivery_location)
+        for table in (self.tables.qref, self.tables.sched):
+            for _key, r in table.items():
+                self._hold(r.delivery_location)
         for m in self.messages():
             self._hold(m.location)
 
     def summary(self) -> Dict[str, int]:
         """Counts for reports: addresses, queues, messages, references."""
         return {"addresses": len(self.addresses), "queues": len(self.queues),
-                "messages": self.tables.msg.count, "references": self.tables.qref.count}
+                "messages": self.tables.msg.count, "references": self.tables.qref.count,
+                "scheduled": self.tables.sched.count}

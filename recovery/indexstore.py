@@ -12,7 +12,8 @@ import random
 from abc import ABC, abstractmethod
 from typing import Dict, List, Optional, Tuple
 
-TABLES = ("meta", "addr", "queue", "settings", "msg", "qref", "busy", "tx", "jdead", "jpin")
+TABLES = ("meta", "addr", "queue", "settings", "msg", "qref", "busy", "tx", "jdead", "jpin",
+          "sched", "moved")
 
 Row = Tuple[bytes, bytes]
 Changes = Dict[str, Dict[bytes, Optional[bytes]]]

@@ -2,9 +2,9 @@
 
 Compaction rewrites the live records of mostly-dead segments into new ones
 (``journal.compaction``); every location the image holds that pointed into them (addresses,
-settings, queues, references' DELIVERY records, messages, TX records) must then point to the
-record's new place, and the entries that hold them are written again with the next index
-commit. The references and messages are streamed from the index in chunks, so the memory used
+settings, queues, references' DELIVERY records, scheduled ones too, messages, TX records)
+must then point to the record's new place, and the entries that hold them are written again
+with the next index commit. The references and messages are streamed from the index in chunks, so the memory used
 is that of what moved, not of the store.
 """
 
@@ -42,12 +42,14 @@ def relocate(image: StoreImage, moved: Mapping[Location, Location]) -> None:
             image.dirty.add(("queue", q.id))
     t = image.tables
     # streamed: a put changes a key already read, never the keys still to come
-    for key, r in t.qref.items():
-        if r.delivery_location in moved:
-            r.delivery_location = moved[r.delivery_location]
-            t.qref.put(key, r)
-            if r.in_delivery:
-                t.busy.put(ref_key(ID.unpack(key[:8])[0], r.mid), list(r.delivery_location))
+    for table in (t.qref, t.sched):
+        for key, r in table.items():
+            if r.delivery_location in moved:
+                r.delivery_location = moved[r.delivery_location]
+                table.put(key, r)
+                if r.in_delivery:
+                    t.busy.put(ref_key(ID.unpack(key[:8])[0], r.mid),
+                               list(r.delivery_location))
     for key, m in t.msg.items():
         if m.location in moved:
             m.location = moved[m.location]

@@ -12,13 +12,17 @@ ADDRESS_DEL ``{"id"}``
 QUEUE_ADD   ``{"id", "name", "addr": address name, "rt": routing type, "cfg": {config}}``
 QUEUE_DEL   ``{"id"}``
 MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts": ms,
-            "exp": ms or 0, "prio": 0-9, "pg": true when its address paged it}`` (one record
-            per send: the body once, and the queues it was routed to, so routing is atomic)
+            "exp": ms or 0, "prio": 0-9, "pg": true when its address paged it, "at": ms when
+            scheduled}`` (one record per send: the body once, and the queues it was routed
+            to, so routing is atomic); with ``"at"`` its references wait in the queues'
+            scheduled buffers until a DUE record puts them on the queues (seed 000 §3)
 ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ...); a tombstone
 DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out;
             with ``"r": true`` when the delivery ended unsettled (cancel, rollback, recover:
-            the message is back on its queue); the last one of a reference says whether it
-            was in delivery, so reopening ends exactly those deliveries, as a cancel does
+            the message is back on its queue; with ``"at": ms`` too, it went back through the
+            scheduled buffer, due then: a redelivery delay); the last one of a reference says
+            whether it was in delivery, so reopening ends exactly those deliveries, as a
+            cancel does
 TX          ``{"tx", "msgs": [MESSAGE payloads], "acks": [ACK payloads]}``: a whole committed
             transaction in one record, so it is durable and visible all together or not at all
             (also used for a broker decision with two sides, e.g. expiry: ack + moved copy)
@@ -28,6 +32,10 @@ QUEUE_UPD   ``{"id", "cfg": {...}}``: a queue's configuration changed at run tim
 DEPAGE      ``{"addr": address, "upto": [lsn, slot], "acks": [ACK payloads]}``: the address's
             paged messages up to that order key joined their queues; the acks are what the
             queues' policies removed as they joined (ring, last value), in the same record
+DUE         ``{"q": queue id, "m": [message ids], "acks": [ACK payloads]}``: scheduled
+            references of the queue came due and joined its head in that order (order keys
+            ``(0, lsn << 20 | i)``: before every waiting message, after earlier DUE ones); the
+            acks are what its policies removed (a full ring: the scheduled message itself)
 ==========  ===============================================================================
 """
 
@@ -51,6 +59,7 @@ class RecordKind(enum.IntEnum):
     SETTINGS = 9
     QUEUE_UPDATE = 10
     DEPAGE = 11
+    DUE = 12
 
 
 class AckReason(str, enum.Enum):
@@ -83,13 +92,16 @@ def by_id(ident: int) -> Dict[str, Any]:
 
 def message(mid: int, address: str, queues: List[int], body: bytes,
             properties: Mapping[str, Any], timestamp: int, expiration: int,
-            priority: int, paged: bool = False) -> Dict[str, Any]:
+            priority: int, paged: bool = False, at: int = 0) -> Dict[str, Any]:
     """MESSAGE payload (also the element type of TX ``msgs``). Times are ms since the epoch;
-    ``paged`` when the message's address pages it."""
+    ``paged`` when the message's address pages it; ``at``: its scheduled delivery time (0:
+    none)."""
     out = {"mid": mid, "addr": address, "q": queues, "body": body, "props": dict(properties),
            "ts": timestamp, "exp": expiration, "prio": priority}
     if paged:
         out["pg"] = True
+    if at:
+        out["at"] = at
     return out
 
 
@@ -98,13 +110,23 @@ def ack(qid: int, mid: int, reason: str) -> Dict[str, Any]:
     return {"q": qid, "m": mid, "r": reason}
 
 
-def delivery(qid: int, mid: int, count: int, returned: bool = False) -> Dict[str, Any]:
+def delivery(qid: int, mid: int, count: int, returned: bool = False, at: int = 0
+             ) -> Dict[str, Any]:
     """DELIVERY payload: the reference's delivery count after this delivery; ``returned``
-    when the delivery ended unsettled and the message went back to its queue."""
+    when the delivery ended unsettled and the message went back to its queue, through the
+    scheduled buffer, due at ``at`` ms since the epoch, when ``at`` is set."""
     out: Dict[str, Any] = {"q": qid, "m": mid, "n": count}
     if returned:
         out["r"] = True
+        if at:
+            out["at"] = at
     return out
+
+
+def due(qid: int, mids: List[int], acks: List[Dict[str, Any]]) -> Dict[str, Any]:
+    """DUE payload: queue ``qid``'s scheduled references to ``mids`` joined its head, in that
+    order; ``acks``: what its policies removed as they joined."""
+    return {"q": qid, "m": list(mids), "acks": acks}
 
 
 def tx(txid: int, messages: List[Dict[str, Any]], acks: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -23,6 +23,7 @@ committed range without sorting.
 from __future__ import annotations
 
 import bisect
+import heapq
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import msgpack
@@ -177,8 +178,10 @@ CHUNK = 4096
 
 
 class OrderedTable(Table):
-    """A table whose fresh keys per 8-byte prefix arrive in increasing order (queue order
-    keys), so a prefix's range is read in order without sorting the overlay."""
+    """A table whose fresh keys per 8-byte prefix mostly arrive in increasing order (queue
+    order keys), so a prefix's range is read in order without sorting the overlay; the rare
+    key that does not (a scheduled message put on the head of its queue) is inserted in
+    order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -194,8 +197,10 @@ class OrderedTable(Table):
                 keys = self.new_keys.get(prefix)
                 if keys is None:
                     self.new_keys[prefix] = [key]
-                else:
+                elif key > keys[-1]:
                     keys.append(key)
+                else:  # a key put on the head of its queue (order key (0, n)): rare
+                    bisect.insort(keys, key)
         dirty[key] = value
 
     def committed(self) -> None:
@@ -204,17 +209,70 @@ class OrderedTable(Table):
 
     def scan(self, prefix: bytes, after: bytes, limit: int) -> List[Tuple[bytes, Any]]:
         """Up to ``limit`` live entries of ``prefix`` with keys > ``after`` (a key of that
-        prefix, or ``prefix`` itself to start at the beginning), in key order."""
+        prefix, or ``prefix`` itself to start at the beginning), in key order: the committed
+        ones, then the fresh ones, merged when a fresh key sorts among the committed (a
+        head key put since the last commit)."""
         stop = (int.from_bytes(prefix, "big") + 1).to_bytes(8, "big")
         start = after + b"\x00" if len(after) > len(prefix) else prefix
         out = list(self._committed_range(start, stop, max(limit, 64), limit))
-        if len(out) >= limit:
-            return out
         new = self.new_keys.get(prefix, [])
-        for key in new[bisect.bisect_right(new, after):]:
+        i = bisect.bisect_right(new, after)
+        if i >= len(new) or (len(out) >= limit and new[i] > out[-1][0]):
+            return out
+        last = out[-1][0] if len(out) >= limit else None
+        fresh: List[Tuple[bytes, Any]] = []
+        for key in new[i:]:
+            if len(fresh) >= limit or (last is not None and key > last):
+                break
             value = self.dirty.get(key)
             if value is not None and value is not DELETED:
-                out.append((key, self._overlaid(key, value)))
-                if len(out) >= limit:
-                    break
+                fresh.append((key, self._overlaid(key, value)))
+        if not out or fresh and fresh[0][0] > out[-1][0]:  # the common case: all after
+            return (out + fresh)[:limit]
+        return list(heapq.merge(out, fresh, key=lambda kv: kv[0]))[:limit]
+
+
+class SortedTable(Table):
+    """A table whose fresh keys are kept sorted (keys that arrive in any order: a scheduled
+    buffer's due times), so a range is read in key order, committed and fresh keys merged."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sorted_fresh: List[bytes] = []
+
+    def put(self, key: bytes, value: Any, fresh: bool = False) -> None:
+        new = fresh and self.dirty.get(key) is not DELETED
+        super().put(key, value, fresh)
+        if new:
+            bisect.insort(self.sorted_fresh, key)
+
+    def delete(self, key: bytes) -> None:
+        if key in self.fresh:
+            i = bisect.bisect_left(self.sorted_fresh, key)
+            if i < len(self.sorted_fresh) and self.sorted_fresh[i] == key:
+                del self.sorted_fresh[i]
+        super().delete(key)
+
+    def committed(self) -> None:
+        super().committed()
+        self.sorted_fresh = []
+
+    def range(self, start: bytes, stop: bytes, limit: int) -> List[Tuple[bytes, Any]]:
+        """Up to ``limit`` live entries with ``start <= key < stop``, in key order."""
+        committed = self._committed_range(start, stop, max(limit, 64), limit)
+        lo = bisect.bisect_left(self.sorted_fresh, start)
+        hi = bisect.bisect_left(self.sorted_fresh, stop)
+        fresh = iter(self.sorted_fresh[lo:min(hi, lo + limit)])
+        out: List[Tuple[bytes, Any]] = []
+        a = next(committed, None)
+        b = next(fresh, None)
+        while len(out) < limit and (a is not None or b is not None):
+            if b is None or (a is not None and a[0] < b):
+                out.append(a)  # type: ignore[arg-type]
+                a = next(committed, None)
+            else:
+                value = self.dirty.get(b)
+                if value is not None and value is not DELETED:
+                    out.append((b, self._overlaid(b, value)))
+                b = next(fresh, None)
         return out

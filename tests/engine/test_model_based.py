@@ -7,13 +7,20 @@ consumption order, and an open transaction. A crash (simulated power loss, the i
 kept) keeps exactly what was reported durable: durable messages on durable queues, in their
 original order, delivery counts as journaled; reopening then ends the held deliveries as a
 clean close does (back through the queues' policies: a full ring drops what comes back).
+
+Scheduled sends (seed 000 §3) wait in the model's per-queue scheduled lists until the injected
+clock passes their time; ``advance_clock`` then puts the due ones on the head of their queue:
+after those that came due before, before every waiting message, in due order (FIFO among equal
+times); a full ring removes the one coming due. Order keys (``Item.order``) say where a message
+sits after a reopen: ``(0, step, i)`` for the i-th message of a due step, ``(1, seq)`` for the
+others.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
@@ -24,6 +31,7 @@ from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 
 OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
+T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch
 QUEUES = ("a1", "a2", "t1", "t2", "ring")   # destructive queues the generic rules use
 ALL = QUEUES + ("lvq",)                         # lvq: last-value + non-destructive
 
@@ -35,6 +43,10 @@ class Item:
     durable: bool
     dc: int = 0
     key: Optional[str] = None
+    order: Tuple[int, ...] = ()
+
+    def sort_key(self) -> Tuple[int, ...]:
+        return self.order or (1, self.seq)
 
 
 @dataclass
@@ -54,6 +66,9 @@ class Model:
     cursor: int = 0
     seq: int = 0
     tx_sends: List[tuple] = field(default_factory=list)
+    scheduled: Dict[str, List[Tuple[int, Item]]] = field(
+        default_factory=lambda: {q: [] for q in ALL})
+    steps: int = 0  # due steps so far (the middle part of a due message's order key)
 
 
 def setup(broker: Broker, first: bool) -> None:
@@ -76,6 +91,7 @@ class BrokerMachine(RuleBasedStateMachine):
         super().__init__()
         self.fs = SimulatedFileSystem()
         self.index = MemoryIndex()
+        self.now = T0
         self.broker = self._open()
         setup(self.broker, True)
         self.model = Model()
@@ -85,7 +101,8 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
-                           checkpoint_records=40, memory_budget=self.BUDGET)
+                           checkpoint_records=40, memory_budget=self.BUDGET,
+                           clock=lambda: self.now)
 
     def _open_sessions(self) -> None:
         self.session = self.broker.session()
@@ -111,6 +128,44 @@ class BrokerMachine(RuleBasedStateMachine):
         body = b"m%d" % self.model.seq
         self.session.send(address, Message(body, durable=durable))
         self._enqueue(address, body, durable)
+
+    @rule(address=st.sampled_from(["a", "t", "r"]), durable=st.booleans(),
+          delay=st.sampled_from([1000, 1000, 2000, 3000]), by_property=st.booleans())
+    def send_scheduled(self, address: str, durable: bool, delay: int, by_property: bool
+                       ) -> None:
+        self.model.seq += 1
+        body = b"s%d" % self.model.seq
+        at = self.now + delay
+        msg = Message(body, {"_AMQ_SCHED_DELIVERY": at}, durable=durable) if by_property \
+            else Message(body, durable=durable, scheduled_delivery_time=at)
+        self.session.send(address, msg)
+        for q in (["ring"] if address == "r" else self._route(address)):
+            self.model.scheduled[q].append((at, Item(self.model.seq, body, durable)))
+
+    @rule(ms=st.sampled_from([500, 1000, 2500]))
+    def advance_clock(self, ms: int) -> None:
+        self.now += ms
+        self.broker.deliver_scheduled()
+        m = self.model
+        for q, waiting in m.scheduled.items():
+            due = sorted([x for x in waiting if x[0] <= self.now],
+                         key=lambda x: (x[0], x[1].seq))
+            if not due:
+                continue
+            m.scheduled[q] = [x for x in waiting if x[0] > self.now]
+            m.steps += 1
+            items = m.queues[q]
+            for i, (_at, item) in enumerate(due):
+                item.order = (0, m.steps, i)
+                if q == "ring" and len(items) >= m.ring_size:
+                    event("a full ring removed a message coming due")
+                    continue  # a full ring removes the message coming due (seed 000 §3)
+                if items:
+                    event("a message came due before waiting ones")
+                pos = 0
+                while pos < len(items) and items[pos].sort_key() < item.order:
+                    pos += 1
+                items.insert(pos, item)
 
     @rule(queue=st.sampled_from(["a1", "a2", "t1"]), durable=st.booleans())
     def send_fqqn(self, queue: str, durable: bool) -> None:
@@ -153,12 +208,12 @@ class BrokerMachine(RuleBasedStateMachine):
     # bytes: about eight sends fit the bound a commit checks (a larger one is refused whole,
     # tests/engine/test_broker.py), so the model stays below it
     @precondition(lambda self: len(self.model.tx_sends) < 6)
-    @rule(address=st.sampled_from(["a", "t"]))
-    def tx_send(self, address: str) -> None:
+    @rule(address=st.sampled_from(["a", "t"]), delay=st.sampled_from([0, 0, 1000]))
+    def tx_send(self, address: str, delay: int) -> None:
         self.model.seq += 1
         body = b"x%d" % self.model.seq
-        self.txs.send(address, Message(body))
-        self.model.tx_sends.append((address, body, self.model.seq))
+        self.txs.send(address, Message(body, delivery_delay=delay))
+        self.model.tx_sends.append((address, body, self.model.seq, delay))
 
     # -- receiving and settling ---------------------------------------------------------------
     def _receive(self, queue: str, tx: bool) -> None:
@@ -223,10 +278,14 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule()
     def commit(self) -> None:
         self.txs.commit()
-        for address, body, _seq in self.model.tx_sends:
+        for address, body, _seq, delay in self.model.tx_sends:
             self.model.seq += 1  # journal order is commit order
             for q in self._route(address):
-                self.model.queues[q].append(Item(self.model.seq, body, True))
+                item = Item(self.model.seq, body, True)
+                if delay:  # the delay runs from the commit (the send takes effect then)
+                    self.model.scheduled[q].append((self.now + delay, item))
+                else:
+                    self.model.queues[q].append(item)
         self.model.tx_sends = []
         for h in [h for h in self.model.held if h.tx and h.acked_in_tx]:
             self.model.held.remove(h)
@@ -260,6 +319,10 @@ class BrokerMachine(RuleBasedStateMachine):
     def crash_and_reopen(self, keep_all: bool, seed: int) -> None:
         rng = random.Random(seed)
         event(f"crash with {sum(len(v) for v in self.model.queues.values()) // 5 * 5}+ queued")
+        if any(self.model.scheduled.values()):
+            event("crash with scheduled messages")
+        if any(i.order for q in ALL for i in self.model.queues[q]):
+            event("crash with messages that came due on a queue")
         crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
         index = self.index.crash(rng)
         # what survives is what was durable; reopening then ends the deliveries that were
@@ -268,6 +331,7 @@ class BrokerMachine(RuleBasedStateMachine):
         m.held = [h for h in m.held if h.item.durable and h.queue != "t2"]
         for q in ALL:
             m.queues[q] = [i for i in m.queues[q] if i.durable and q != "t2"]
+            m.scheduled[q] = [x for x in m.scheduled[q] if x[1].durable and q != "t2"]
         self._return(list(m.held))
         self.broker.close()
         self.fs, self.index = crashed, index
@@ -283,7 +347,8 @@ class BrokerMachine(RuleBasedStateMachine):
         m.cursor = 0
         for q in ALL:
             keep = [i for i in m.queues[q] if i.durable and q != "t2"]
-            m.queues[q] = sorted(keep, key=lambda i: i.seq)
+            m.queues[q] = sorted(keep, key=lambda i: i.sort_key())
+            m.scheduled[q] = [x for x in m.scheduled[q] if x[1].durable and q != "t2"]
         setup(self.broker, False)
         self._open_sessions()
 
@@ -296,8 +361,10 @@ class BrokerMachine(RuleBasedStateMachine):
         for q in QUEUES:
             info = self.broker.queue_info(q)
             held = sum(1 for h in self.model.held if h.queue == q)
+            waiting = len(self.model.scheduled[q])
             assert info.delivering_count == held, (q, info)
-            assert info.message_count == len(self.model.queues[q]) + held, (q, info)
+            assert info.scheduled_count == waiting, (q, info)
+            assert info.message_count == len(self.model.queues[q]) + held + waiting, (q, info)
 
     @precondition(lambda self: True)
     @invariant()
@@ -329,7 +396,9 @@ class PagingBrokerMachine(BrokerMachine):
         assert stats.references <= 2 * 4 + len(self.model.held) + \
             len(self.model.queues["lvq"]) + len(self.model.queues["t2"]) + \
             sum(1 for q in ("a1", "a2", "t1", "ring") for i in self.model.queues[q]
-                if not i.durable), stats
+                if not i.durable) + \
+            sum(1 for q in QUEUES for _at, i in self.model.scheduled[q]
+                if not i.durable or q == "t2"), stats
         if stats.paged_out:
             event("paged out")
         if stats.paged_in:
@@ -354,7 +423,8 @@ class AddressPagingMachine(BrokerMachine):
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                            checkpoint_records=40, memory_budget=self.BUDGET,
                            address_settings={"a": AddressSettings(max_size_messages=2),
-                                             "t": AddressSettings(max_size_bytes=8)})
+                                             "t": AddressSettings(max_size_bytes=8)},
+                           clock=lambda: self.now)
 
     @invariant()
     def paging_adds_up(self) -> None:
@@ -363,7 +433,8 @@ class AddressPagingMachine(BrokerMachine):
             info = self.broker.address_info(address)
             assert info.paging == (info.paged_count > 0), info
             held = {i.seq for q in queues[address] for i in self.model.queues[q]} | \
-                {h.item.seq for h in self.model.held if h.queue in queues[address]}
+                {h.item.seq for h in self.model.held if h.queue in queues[address]} | \
+                {i.seq for q in queues[address] for _at, i in self.model.scheduled[q]}
             assert info.number_of_messages + info.paged_count == len(held), info
             if info.paging:
                 event(f"{address} pages")
