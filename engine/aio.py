@@ -96,6 +96,12 @@ class AsyncConsumer:
         s = self.consumer.session
         await _wait(s.broker, s._settle_begin(delivery, "rejected"))
 
+    async def release(self, delivery: Delivery) -> None:
+        """Give the message back unsettled (``Delivery.release``) without blocking the
+        event loop."""
+        s = self.consumer.session
+        await _wait(s.broker, s._release_begin(delivery))
+
     def close(self) -> None:
         """Close the consumer (unacked deliveries go back to the queue)."""
         self.consumer.close()

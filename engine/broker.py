@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import threading
 from dataclasses import replace
-from typing import Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, MessageNotFoundError, QueueNotFoundError,
+                           IllegalStateError, QueueNotFoundError,
                            ResourceLimitError, RoutingTypeError)
-from engine.model import (AddressInfo, BrokerStatistics, Message, QueueConfig, QueueInfo,
+from engine.model import (AddressInfo, BrokerStatistics, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
-from engine.placement import body_of
-from engine.scheduling import deliver_now, promote_due, remove_scheduled
+from engine.scheduler import Scheduler
+from engine.scheduling import deliver_now, remove_scheduled
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
 from engine.delivery import serve_waiters
@@ -86,8 +86,7 @@ class Broker:
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
-        self._scheduler: Optional[threading.Thread] = None
-        self._scheduler_wake = threading.Event()
+        self.scheduler = Scheduler(self)
         self._storage: Optional[OpenedStorage] = None
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         for match, (values, _loc) in persistence.image.settings.items():
@@ -196,7 +195,7 @@ class Broker:
             raise
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
-        broker._start_scheduler()
+        broker.scheduler.start()
         return broker
 
     def _load(self, image: StoreImage) -> None:
@@ -246,7 +245,7 @@ class Broker:
         with self.lock:
             self._closed = True
             self._stop_reaper.set()
-            self._scheduler_wake.set()
+            self.scheduler.wake()
             self.room.notify()  # senders waiting for room: they find the broker closed
             try:
                 if self._failure is None:
@@ -341,30 +340,9 @@ class Broker:
         self._reaper = threading.Thread(target=run, name="mqstore-expiry", daemon=True)
         self._reaper.start()
 
-    def _start_scheduler(self) -> None:
-        """A thread that puts scheduled messages on their queues when due (waking consumers
-        that sleep in receive): it sleeps until the earliest due time, at most a minute, and
-        is woken when a message is scheduled."""
-        def run() -> None:
-            while not self._closed:
-                with self.lock:
-                    times = [t for t in (q.scheduled.next_due() for q in self.queues.values())
-                             if t is not None] if not self._closed else []
-                delay = 60.0 if not times else (min(times) - self.now_ms()) / 1000.0
-                if delay > 0:
-                    self._scheduler_wake.wait(min(delay, 60.0))
-                    self._scheduler_wake.clear()
-                    continue
-                try:
-                    self.deliver_scheduled()
-                except (BrokerFailedError, IllegalStateError):
-                    return
-        self._scheduler = threading.Thread(target=run, name="mqstore-scheduler", daemon=True)
-        self._scheduler.start()
-
     def wake_scheduler(self) -> None:
         """A message was scheduled: the scheduler thread looks at the due times again."""
-        self._scheduler_wake.set()
+        self.scheduler.wake()
 
     def deliver_scheduled(self) -> int:
         """Put every scheduled message due now (the broker's clock) on the head of its queue
@@ -378,17 +356,7 @@ class Broker:
         Raises:
             BrokerFailedError: the journal failed (fail-stop). IllegalStateError: closed.
         """
-        count, ticket = 0, None
-        with self.lock:
-            self.check_open()
-            now = self.now_ms()
-            for queue in list(self.queues.values()):
-                nxt = queue.scheduled.next_due()
-                if nxt is not None and nxt <= now:
-                    n, t = promote_due(self, queue, now)
-                    count, ticket = count + n, t or ticket
-        self.wait(ticket)
-        return count
+        return self.scheduler.deliver_due()
 
     def scheduled_messages(self, queue: str, limit: int = 100) -> List[ScheduledMessage]:
         """Up to ``limit`` messages of ``queue``'s scheduled buffer, in due order (Artemis
@@ -398,13 +366,7 @@ class Broker:
             QueueNotFoundError. InvalidArgumentError: limit not an int >= 0.
             BrokerFailedError: a body could not be read.
         """
-        check_int("limit", limit, 0, TIME_MAX)
-        with self.lock:
-            self.check_open()
-            q = self.find_queue(queue)
-            return [ScheduledMessage(ref.msg.to_message(body_of(self, ref.msg)), at,
-                                     ref.delivery_count, q.name)
-                    for at, ref in q.scheduled.listing(limit)]
+        return self.scheduler.listing(queue, limit)
 
     def deliver_scheduled_message(self, queue: str, message_id: int) -> None:
         """Put scheduled message ``message_id`` of ``queue`` on its head now (Artemis
@@ -414,7 +376,7 @@ class Broker:
             QueueNotFoundError. MessageNotFoundError: it is not in the queue's scheduled
             buffer; nothing changed.
         """
-        self._scheduled_step(queue, message_id, deliver_now)
+        self.scheduler.step(queue, message_id, deliver_now)
 
     def remove_scheduled_message(self, queue: str, message_id: int) -> None:
         """Remove scheduled message ``message_id`` from ``queue`` (Artemis removeMessage:
@@ -424,18 +386,7 @@ class Broker:
             QueueNotFoundError. MessageNotFoundError: it is not in the queue's scheduled
             buffer; nothing changed.
         """
-        self._scheduled_step(queue, message_id, remove_scheduled)
-
-    def _scheduled_step(self, queue: str, message_id: int, step) -> None:  # type: ignore[no-untyped-def]
-        check_int("message_id", message_id, 0, TIME_MAX)
-        with self.lock:
-            self.check_open()
-            q = self.find_queue(queue)
-            try:
-                ticket = step(self, q, message_id)
-            except KeyError:
-                raise MessageNotFoundError(message_id, queue) from None
-        self.wait(ticket)
+        self.scheduler.step(queue, message_id, remove_scheduled)
 
     def expire_messages(self) -> int:
         """Expire every ready message whose expiration has passed now (moved to the expiry
@@ -722,7 +673,7 @@ class Broker:
                 self._guard(self._p.checkpoint)
             return report
 
-    def restore_messages(self, items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
+    def restore_messages(self, items: Sequence[Tuple[Any, ...]]) -> None:
         """Put messages back exactly as exported (``mqstore import``); see
         ``engine.restore.restore_messages``."""
         restore_messages(self, items)

@@ -26,7 +26,7 @@ from engine.names import Destination
 from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
                               fitting_bound, forget, record_bound, route)
 from engine.queue import MessageRef, Queue
-from engine.scheduling import promote_due
+from engine.scheduling import promote_due, redelivery_delay
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
 from recovery import schema
@@ -170,11 +170,15 @@ def settle(broker: BrokerCore, refs: Iterable[Removal], journal: bool = True) ->
     return broker.write(records) if records else None
 
 
-def cancel(broker: BrokerCore, refs: Sequence[MessageRef]) -> Optional[Ticket]:
+def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
+           ) -> Optional[Ticket]:
     """Return references in delivery to the head of their queues, in the reverse order of
     consumption (``refs`` in consumption order), delivery counts kept; those that reached
     max-delivery-attempts are dead-lettered; what policies remove is journaled, and so is each
-    return (a DELIVERY record marked returned), so a reopen knows which deliveries were open."""
+    return (a DELIVERY record marked returned), so a reopen knows which deliveries were open.
+    Where the address settings give a ``redelivery_delay`` (and ``delayed``: not when the
+    broker closes or reopens), a reference goes back through its queue's scheduled buffer
+    instead, due after that delay (Artemis redelivery delay, ``engine.scheduling``)."""
     now = broker.now_ms()
     by_queue: Dict[int, List[MessageRef]] = {}
     for ref in refs:
@@ -182,17 +186,24 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef]) -> Optional[Ticket]:
     dead: List[Removal] = []
     removals: List[Removal] = []
     returned: List[MessageRef] = []
+    later: List[Tuple[MessageRef, int]] = []
     for qid, group in by_queue.items():
         queue = group[0].queue
         if broker.queues_by_id.get(qid) is not queue or queue.non_destructive:
             continue  # deleted meanwhile, or nothing was taken off the queue
-        limit = broker.settings.resolve(queue.config.address).max_delivery_attempts
+        settings = broker.settings.resolve(queue.config.address)
+        limit = settings.max_delivery_attempts
         back = []
         for ref in group:
+            delay = redelivery_delay(settings, ref.delivery_count) if delayed else 0
             if limit is not None and limit >= 0 and ref.delivery_count >= limit:
                 queue.delivering.pop(ref.msg.mid, None)
                 ref.consumer = None
                 dead.append((ref, AckReason.KILLED.value))
+            elif delay > 0:
+                queue.delivering.pop(ref.msg.mid, None)
+                ref.consumer = None
+                later.append((ref, now + delay))
             else:
                 back.append(ref)
         removals += queue.return_to_head(back, now)
@@ -203,9 +214,20 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef]) -> Optional[Ticket]:
     records += [(RecordKind.DELIVERY, schema.delivery(r.queue.id, r.msg.mid, r.delivery_count,
                                                       returned=True))
                 for r in returned if r.journaled and id(r) not in removed]
+    records += [(RecordKind.DELIVERY, schema.delivery(r.queue.id, r.msg.mid, r.delivery_count,
+                                                      returned=True, at=at))
+                for r, at in later if r.journaled]
     ticket = broker.write(records) if records else None
     for ref, why in removals:
         forget(broker, ref, why)
+    for ref, at in later:  # into the scheduled buffer: the index's part, or RAM's
+        ref.queue.cache.let_go(ref.msg, gone=False)
+        if ref.journaled:
+            ref.queue.scheduled.added_durable(at)
+        else:
+            ref.queue.scheduled.add(ref, at)
+    if later:
+        broker.wake_scheduler()
     if dead:
         ticket = move_out(broker, dead) or ticket
     for qid in by_queue:

@@ -30,7 +30,7 @@ def end_open_deliveries(broker: BrokerCore) -> None:
     try:
         with broker.lock:
             refs = [d._ref for s in broker.sessions for d in s.take_unsettled()]
-            ticket = cancel(broker, sorted(refs, key=lambda r: r.taken))
+            ticket = cancel(broker, sorted(refs, key=lambda r: r.taken), delayed=False)
         broker.wait(ticket)
     except BrokerFailedError:
         pass  # failed meanwhile: recovery ends them at the next open
@@ -59,7 +59,7 @@ def end_recovered_deliveries(broker: BrokerCore, image: StoreImage) -> None:
     with broker.lock:
         refs = [queue.take_recovered(r.mid, r.order, r.delivery_count)
                 for _loc, queue, r in sorted(busy, key=lambda item: item[0])]
-        ticket = cancel(broker, [r for r in refs if r is not None])
+        ticket = cancel(broker, [r for r in refs if r is not None], delayed=False)
         for queue in {q.id: q for _l, q, _r in busy}.values():
             queue.sort_ready()
             queue.page_out_head()

@@ -7,39 +7,45 @@ was first sent (and are part of the exported state). One journal write for a who
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from engine.core import BrokerCore
 from engine.errors import AddressNotFoundError, QueueNotFoundError
-from engine.model import Message
 from engine.pagedrefs import spill
 from engine.placement import fitting_bound
 from engine.queue import MessageRef, StoredMessage, kept_body
 from engine.refs import placement_number
 from engine.values import TIME_MAX, check_int
 from recovery import schema
+from recovery.image import head_order
 from recovery.schema import RecordKind
 
 
-def restore_messages(broker: BrokerCore,
-                     items: Sequence[Tuple[str, Dict[str, int], Message]]) -> None:
+def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> None:
     """Put messages back exactly as exported (for ``mqstore import``): each item is an
-    address, the delivery count on each queue it is on (queue name -> count), and the
-    message (timestamp and expiration kept). Policies are not run and expiry-delay is not
-    applied: their decisions were taken when the messages were first sent. One write and
-    one wait for all items.
+    address, the delivery count on each queue it is on (queue name -> count), the message
+    (timestamp and expiration kept) and, optionally, the queues whose scheduled buffer it
+    waits in (queue name -> due time, ms since the epoch; a durable one is journaled as a
+    DELIVERY record that returned it through the buffer) and the queues on whose head it
+    came due (queue names: journaled through the buffer and a DUE record, so it stays before
+    messages that come due later, ``engine.scheduling``). Policies are not run and
+    expiry-delay is not applied: their decisions were taken when the messages were first
+    sent. One write and one wait for all items.
 
     Raises:
-        AddressNotFoundError, QueueNotFoundError (also a queue of another address),
-        InvalidArgumentError (a message field, or a delivery count not an int >= 0),
-        RecordTooLargeError: nothing restored.
+        AddressNotFoundError, QueueNotFoundError (also a queue of another address, or a
+        scheduled queue the message is not on), InvalidArgumentError (a message field, a
+        delivery count not an int >= 0, a due time not an int > 0), RecordTooLargeError:
+        nothing restored.
     """
-    items = [(address, dict(counts), msg.checked()) for address, counts, msg in items]
+    items = [(item[0], dict(item[1]), item[2].checked(),
+              dict(item[3]) if len(item) > 3 else {}, list(item[4]) if len(item) > 4 else [])
+             for item in items]
     limit = broker.persistence.journal.options.max_frame()
     with broker.lock:
         broker.check_open()
         plans = []
-        for address, counts, msg in items:
+        for address, counts, msg, scheduled, head in items:
             if address not in broker.addresses:
                 raise AddressNotFoundError(address)
             queues = [broker.find_queue(q) for q in counts]
@@ -47,11 +53,19 @@ def restore_messages(broker: BrokerCore,
                 check_int(f"delivery count on {q.name!r}", counts[q.name], 0, TIME_MAX)
                 if q.config.address != address:
                     raise QueueNotFoundError(q.name, address)
+            for name, at in scheduled.items():
+                if name not in counts:
+                    raise QueueNotFoundError(name, address)
+                check_int(f"scheduled time on {name!r}", at, 1, TIME_MAX)
+            for name in head:
+                if name not in counts or name in scheduled:
+                    raise QueueNotFoundError(name, address)
             fitting_bound(address, len(queues), msg, limit)
-            plans.append((address, queues, counts, msg))
+            plans.append((address, queues, counts, msg, scheduled, head))
         records: List[tuple] = []
         placed = []
-        for address, queues, counts, msg in plans:
+        heads: Dict[int, List[int]] = {}  # queue id -> message ids to put on its head
+        for address, queues, counts, msg, scheduled, head in plans:
             mid = broker.next_id()
             on_disk = [q for q in queues if q.durable] if msg.durable else []
             if on_disk:
@@ -60,14 +74,24 @@ def restore_messages(broker: BrokerCore,
                     msg.timestamp, msg.expiration, msg.priority,
                     broker.sizes.paging(address))))
                 records += [(RecordKind.DELIVERY,  # a count, not a delivery in flight
-                             schema.delivery(q.id, mid, counts[q.name], returned=True))
-                            for q in on_disk if counts[q.name] > 0]
-            placed.append((mid, address, queues, counts, msg, on_disk, len(records)))
+                             schema.delivery(q.id, mid, counts[q.name], returned=True,
+                                             at=scheduled.get(q.name, 1 if q.name in head
+                                                              else 0)))
+                            for q in on_disk if counts[q.name] > 0 or q.name in scheduled
+                            or q.name in head]
+                for q in on_disk:
+                    if q.name in head:
+                        heads.setdefault(q.id, []).append(mid)
+            placed.append((mid, address, queues, counts, msg, on_disk, len(records),
+                           scheduled, head))
+        first_due = len(records)
+        records += [(RecordKind.DUE, schema.due(qid, mids, [])) for qid, mids in heads.items()]
         ticket = broker.write(records) if records else None
         base = ticket.lsn - len(records) + 1 if ticket else 0
         index = 0
         prev: Tuple[int, ...] = (broker.persistence.journal.next_lsn - 1 - len(records), 1 << 62)
-        for mid, address, queues, counts, msg, on_disk, upto in placed:
+        due_lsn = {qid: base + first_due + i for i, qid in enumerate(heads)}
+        for mid, address, queues, counts, msg, on_disk, upto, scheduled, head in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
                                    kept_body(msg.body, on_disk, queues), bool(on_disk),
@@ -80,11 +104,22 @@ def restore_messages(broker: BrokerCore,
             number = placement_number()
             transient = []
             for q in queues:
+                at = scheduled.get(q.name, 0)
+                if at and q in on_disk:  # the index holds it in the queue's buffer
+                    q.scheduled.added_durable(at)
+                    continue
                 ref = MessageRef(stored, q, prev, counts[q.name], journaled=q in on_disk)
+                if ref.journaled and q.name in head:  # on the head, as the DUE record says
+                    ref.order = head_order(due_lsn[q.id], heads[q.id].index(mid))
+                    q.cache.hold(stored)
+                    q.join_due(ref)
+                    continue
                 if not ref.journaled:
                     ref.order = (prev[0], prev[1], number)
-                    transient.append(ref)
-                if paged:
+                    transient += [] if at else [ref]
+                if at:
+                    q.scheduled.add(ref, at)
+                elif paged:
                     q.add_paged(ref)
                 else:
                     q.load_tail(ref)
@@ -96,4 +131,5 @@ def restore_messages(broker: BrokerCore,
             q.written()
             broker.serve(q)
     broker.wait(ticket)
+    broker.wake_scheduler()
 

@@ -18,7 +18,7 @@ time that passed while the store was closed comes due at open, in order.
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from engine.core import BrokerCore
 from engine.placement import forget
@@ -32,6 +32,25 @@ from recovery.schema import AckReason, RecordKind
 STEP = 4096  # references one DUE record puts on a queue's head at most (< 2**HEAD_SHIFT)
 
 Removal = Tuple[MessageRef, str]
+
+
+def redelivery_delay(settings: Any, delivery_count: int) -> int:
+    """The ms a message delivered ``delivery_count`` times waits before its next delivery
+    when it comes back unsettled (Artemis QueueImpl: redelivery_delay * multiplier **
+    (delivery count - 1), at most max_redelivery_delay, which defaults to 10 x
+    redelivery_delay); 0 when the address settings give no delay."""
+    base = settings.redelivery_delay or 0
+    if base <= 0:
+        return 0
+    cap = settings.max_redelivery_delay
+    if cap is None or cap < 0:
+        cap = base * 10
+    multiplier = settings.redelivery_delay_multiplier or 1.0
+    try:
+        delay = base * multiplier ** max(delivery_count - 1, 0)
+    except OverflowError:
+        return int(cap)
+    return int(min(delay, cap))
 
 
 def promote_due(broker: BrokerCore, queue: Queue, now: int) -> Tuple[int, Optional[Ticket]]:

@@ -62,6 +62,15 @@ class Delivery(ReceivedMessage):
         ``messages_killed``."""
         self._session._settle(self, AckReason.REJECTED.value)
 
+    def release(self) -> None:
+        """Give the message back unsettled (AMQP "released"; a nack that is not a
+        rejection): it returns to the head of its queue with its delivery count, or, when the
+        address settings give a ``redelivery_delay``, waits that long in the queue's
+        scheduled buffer first (Artemis redelivery delay). Not counted as rejected; it
+        reaches the dead-letter address only after ``max_delivery_attempts`` deliveries. At
+        once, also in a transacted session. Returns once the return is durable."""
+        self._session.broker.wait(self._session._release_begin(self))
+
 
 class _Waiter:
     """A consumer blocked in ``receive`` (thread flavour)."""
@@ -388,6 +397,18 @@ class Session:
             ops.serve_waiters(broker, queue)
             autocreate.maybe_delete(broker, queue)
             return ticket
+
+    def _release_begin(self, d: Delivery) -> Optional[Ticket]:
+        broker = self.broker
+        with broker.lock:
+            broker.check_open()
+            if d.state != "delivered":
+                raise IllegalStateError(f"the delivery is {d.state}; it cannot be released")
+            if self.closed:
+                raise IllegalStateError("the session is closed")
+            object.__setattr__(d, "state", "released")
+            self._forget(d)
+            return ops.cancel(broker, [d._ref])
 
     def _forget(self, d: Delivery) -> None:
         if d._consumer is not None:  # O(1), not a look in every consumer of the session

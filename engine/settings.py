@@ -15,6 +15,7 @@ strict so that a typo in an address is an error, not a new address.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
@@ -58,6 +59,13 @@ class AddressSettings:
         auto_delete_addresses: delete an auto-created address when it has no queues.
         auto_delete_queues: delete an auto-created queue with no consumers and no messages.
         max_delivery_attempts: deliveries before a message is dead-lettered (10).
+        redelivery_delay: ms a message that comes back unsettled (a cancel, rollback,
+            session recover or ``Delivery.release``) waits in its queue's scheduled buffer
+            before it is delivered again (0: it goes back to the head at once).
+        redelivery_delay_multiplier: each further delivery multiplies that delay by this
+            (Artemis: delay = redelivery_delay * multiplier ** (delivery count - 1)); 1.0.
+        max_redelivery_delay: ms the delay never exceeds (-1: 10 x redelivery_delay, as
+            Artemis).
         dead_letter_address: where such messages go (dropped and counted when unset).
         expiry_address: where expired messages go (dropped and counted when unset).
         expiry_delay: ms; expiration given to messages without one (-1 = off; 004 §4.9.6.4).
@@ -83,6 +91,9 @@ class AddressSettings:
     auto_delete_addresses: Optional[bool] = None
     auto_delete_queues: Optional[bool] = None
     max_delivery_attempts: Optional[int] = None
+    redelivery_delay: Optional[int] = None
+    redelivery_delay_multiplier: Optional[float] = None
+    max_redelivery_delay: Optional[int] = None
     dead_letter_address: Optional[str] = None
     expiry_address: Optional[str] = None
     expiry_delay: Optional[int] = None
@@ -130,13 +141,21 @@ class AddressSettings:
 
         Raises:
             InvalidArgumentError: ints out of range (default_ring_size, max_delivery_attempts,
-                expiry_delay: -1..2**63-1), flags that are not bools, an address name that
+                expiry_delay, max_redelivery_delay: -1..2**63-1; redelivery_delay:
+                0..2**63-1), a redelivery_delay_multiplier that is not a finite number > 0,
+                flags that are not bools, an address name that
                 breaks seed 004 §4.1, a routing type that is not a ``RoutingType``.
         """
         for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay",
-                     "max_size_bytes", "max_size_messages"):
+                     "max_size_bytes", "max_size_messages", "max_redelivery_delay"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), -1, TIME_MAX)
+        if self.redelivery_delay is not None:
+            check_int("redelivery_delay", self.redelivery_delay, 0, TIME_MAX)
+        m = self.redelivery_delay_multiplier
+        if m is not None and (type(m) not in (int, float) or not math.isfinite(m) or m <= 0):
+            raise InvalidArgumentError("redelivery_delay_multiplier",
+                                       f"{m!r}: a finite number > 0 is needed (1.0: no growth)")
         for name in ("default_last_value_queue", "default_non_destructive",
                      "default_exclusive_queue", "auto_create_addresses", "auto_create_queues",
                      "auto_delete_addresses", "auto_delete_queues"):
@@ -208,7 +227,9 @@ DEFAULTS = AddressSettings(default_ring_size=-1, default_last_value_key=None,
                            default_address_routing_type=RoutingType.MULTICAST,
                            auto_create_addresses=False, auto_create_queues=False,
                            auto_delete_addresses=False, auto_delete_queues=False,
-                           max_delivery_attempts=10, dead_letter_address=None,
+                           max_delivery_attempts=10, redelivery_delay=0,
+                           redelivery_delay_multiplier=1.0, max_redelivery_delay=-1,
+                           dead_letter_address=None,
                            expiry_address=None, expiry_delay=-1, max_size_bytes=-1,
                            max_size_messages=-1,
                            address_full_policy=AddressFullPolicy.PAGE)

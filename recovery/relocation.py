@@ -4,8 +4,8 @@ Compaction rewrites the live records of mostly-dead segments into new ones
 (``journal.compaction``); every location the image holds that pointed into them (addresses,
 settings, queues, references' DELIVERY records, scheduled ones too, messages, TX records)
 must then point to the record's new place, and the entries that hold them are written again
-with the next index commit. The references and messages are streamed from the index in chunks, so the memory used
-is that of what moved, not of the store.
+with the next index commit. The references and messages are streamed from the index in
+chunks, so the memory used is that of what moved, not of the store.
 """
 
 from __future__ import annotations

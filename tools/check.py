@@ -152,7 +152,9 @@ def describe(img: StoreImage) -> Dict[str, Any]:
     """A comparable description of an image (locations and ids included)."""
     return {"addresses": {a.id: (a.name, tuple(a.routing_types)) for a in img.addresses.values()},
             "queues": {q.id: (q.name, q.address, q.routing_type, sorted(q.config.items()),
-                              [(r.mid, r.order, r.delivery_count) for r in img.refs(q.id)])
+                              [(r.mid, r.order, r.delivery_count) for r in img.refs(q.id)],
+                              [(r.mid, r.order, r.at, r.delivery_count)
+                               for r in img.all_scheduled(q.id)])
                        for q in img.queues.values()},
             "messages": {m.mid: (m.location, m.slot, m.refcount) for m in img.messages()},
             "settings": {k: v for k, (v, _loc) in img.settings.items()}}

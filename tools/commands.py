@@ -82,11 +82,14 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
 QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
                  "ring_size", "last_value_key", "non_destructive", "messages", "paged",
                  "delivering", "scheduled", "consumers_at_last_close", "bytes"]
-QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering", "bytes"]
+QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering",
+                 "scheduled", "bytes"]
 QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
                  "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
                  "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
                  "scheduled": "sched", "consumers_at_last_close": "cons"}
+SCHEDULED_COLUMNS = ["message_id", "due", "due_ms", "delivery_count", "bytes", "properties"]
+SCHEDULED_DEFAULT = ["message_id", "due", "delivery_count", "bytes", "properties"]
 ADDRESS_COLUMNS = ["address", "routing_types", "queues", "auto_created", "messages", "held",
                    "bytes", "paging", "paged", "paged_bytes"]
 ADDRESS_DEFAULT = ["address", "routing_types", "queues", "messages", "held", "bytes", "paging",
@@ -136,6 +139,8 @@ def register(main: click.Group) -> None:
                 kind = row["record_kind"] if row["crc_ok"] else f"!! {row['record_kind']}"
                 props = row["error"] if not row["crc_ok"] else \
                     json.dumps(row.get("properties") or {}, sort_keys=True)
+                if row.get("scheduled_time"):
+                    props += f" scheduled_time={row['scheduled_time']}"
                 out.write(f"{row['lsn'] if row['lsn'] is not None else '-':>9} "
                           f"{str(row['segment']) + ':' + str(row['offset']):>24} {kind:<13} "
                           f"{row['transaction_id'] or '':>6} {row['message_id'] or '':>8} "
@@ -162,6 +167,25 @@ def register(main: click.Group) -> None:
         emit(rows, cols, fmt, as_json, f"queues of {directory}", QUEUE_HEADERS,
              "dlvd: delivered and not acked when the store was closed; cons: consumers at the "
              "last clean close", console)
+
+    @main.command()
+    @STORE
+    @click.argument("queue")
+    @click.option("--limit", type=click.IntRange(min=0), default=1000, show_default=True,
+                  help="List at most this many.")
+    @listing_options
+    @SALVAGE
+    def scheduled(directory: str, queue: str, limit: int, fmt: Optional[str], as_json: bool,
+                  columns: Optional[str], salvage: bool) -> None:
+        """The messages waiting in QUEUE's scheduled buffer, in due order (Artemis
+        listScheduledMessages), read-only."""
+        wide = as_json or fmt == "json"
+        cols = chosen(columns, SCHEDULED_COLUMNS,
+                      SCHEDULED_COLUMNS if wide else SCHEDULED_DEFAULT)
+        rows = _listing(directory, lambda store: store.scheduled_rows(queue, limit), salvage)
+        emit(rows, cols, fmt, as_json, f"scheduled messages of {queue} in {directory}",
+             {"message_id": "message", "delivery_count": "dlvd"},
+             "due: when it joins the head of the queue (UTC)", console)
 
     @main.command()
     @STORE

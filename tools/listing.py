@@ -86,6 +86,8 @@ def _text(value: Any, sep: str = ",") -> str:
         return "Y" if value else "N"
     if isinstance(value, (list, tuple)):
         return sep.join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True, default=str)
     return str(value)
 
 

@@ -8,6 +8,7 @@ row builder and its tolerant scanner, so damage shows up as rows instead of stop
 
 from __future__ import annotations
 
+import datetime
 import os
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -65,6 +66,9 @@ class OfflineStore:
                 delivering += r.delivery_count > 0
                 m = img.message(r.mid)
                 size += m.body_size if m is not None else 0
+            for r in img.all_scheduled(q.id):
+                m = img.message(r.mid)
+                size += m.body_size if m is not None else 0
             rows.append({"queue": q.name, "address": q.address, "routing_type": q.routing_type,
                          "durable": bool(cfg.get("durable", True)),
                          "auto_delete": bool(cfg.get("auto_created", False)),
@@ -72,12 +76,35 @@ class OfflineStore:
                          "ring_size": int(cfg.get("ring_size", -1)),
                          "last_value_key": cfg.get("last_value_key"),
                          "non_destructive": bool(cfg.get("non_destructive", False)),
-                         "messages": count,
+                         "messages": count + q.scheduled,
                          "paged": q.paged,
                          "delivering": delivering,
-                         "scheduled": 0,
+                         "scheduled": q.scheduled,
                          "consumers_at_last_close": consumers.get(q.name),
                          "bytes": size})
+        return rows
+
+    def scheduled_rows(self, queue: str, limit: int) -> List[Dict[str, Any]]:
+        """Up to ``limit`` messages of ``queue``'s scheduled buffer in due order: message id,
+        due time (ms since the epoch, and as ISO-8601 UTC), delivery count, body bytes and
+        properties.
+
+        Raises:
+            MqStoreError: the store has no durable queue of that name.
+        """
+        img = self.image
+        q = next((q for q in img.queues.values() if q.name == queue), None)
+        if q is None:
+            raise MqStoreError(f"the store has no durable queue {queue!r}",
+                               hint="list them with: mqstore queues DIRECTORY")
+        rows = []
+        for r in img.scheduled_refs(q.id, None, limit):
+            m = img.message(r.mid)
+            due = datetime.datetime.fromtimestamp(r.at / 1000, datetime.timezone.utc)
+            rows.append({"message_id": r.mid, "due": due.isoformat(timespec="milliseconds"),
+                         "due_ms": r.at, "delivery_count": r.delivery_count,
+                         "bytes": m.body_size if m is not None else None,
+                         "properties": m.properties if m is not None else None})
         return rows
 
     def segment_rows(self) -> List[Dict[str, Any]]:

@@ -2,7 +2,10 @@
 
 One JSON object per line, keys sorted, in this order: address settings (by match), addresses
 and queues (in creation order, with their configuration), then every live message once, in
-journal order, with the queues it is on and its delivery count on each. Bodies are base64;
+journal order, with the queues it is on and its delivery count on each, and, when it waits in
+some queues' scheduled buffers, its due time on each of those (``"scheduled": {queue: ms}``,
+left out when none), and the queues on whose head it was put when it came due (``"head":
+[queue]``, left out when none: it stays before those that come due after it). Bodies are base64;
 property values that are bytes are written as ``{"$bytes": base64}``. Importing into an empty
 directory and exporting again gives an identical file (tested). Internal ids are not exported.
 """
@@ -41,20 +44,32 @@ def export_lines(store: OfflineStore) -> Iterator[Dict[str, Any]]:
         yield {"type": "queue", "name": q.name, "address": q.address,
                "routing_type": q.routing_type, "config": q.config}
     on: Dict[int, List[Tuple[Tuple[int, int], str, int]]] = {}
+    scheduled: Dict[int, Dict[str, int]] = {}
+    head: Dict[int, List[str]] = {}
     for q in sorted(img.queues.values(), key=lambda q: q.id):
         for r in img.refs(q.id):
             on.setdefault(r.mid, []).append((r.order, q.name, r.delivery_count))
+            if r.order[0] == 0:  # came due and was put on the head
+                head.setdefault(r.mid, []).append(q.name)
+        for r in img.all_scheduled(q.id):
+            on.setdefault(r.mid, []).append((r.order, q.name, r.delivery_count))
+            scheduled.setdefault(r.mid, {})[q.name] = r.at
     for mid in sorted(on, key=lambda m: min(o for o, _n, _c in on[m])):
         m = img.message(mid)
         assert m is not None
         body = store.journal.read(m.location).payload
         if m.slot >= 0:
             body = body["msgs"][m.slot]
-        yield {"type": "message", "address": m.address,
-               "queues": {name: count for _o, name, count in on[mid]},
-               "properties": _enc_props(m.properties), "priority": m.priority,
-               "timestamp": m.timestamp, "expiration": m.expiration,
-               "body": base64.b64encode(body["body"]).decode()}
+        line = {"type": "message", "address": m.address,
+                "queues": {name: count for _o, name, count in on[mid]},
+                "properties": _enc_props(m.properties), "priority": m.priority,
+                "timestamp": m.timestamp, "expiration": m.expiration,
+                "body": base64.b64encode(body["body"]).decode()}
+        if mid in scheduled:
+            line["scheduled"] = scheduled[mid]
+        if mid in head:
+            line["head"] = head[mid]
+        yield line
 
 
 def export_store(directory: str, out: IO[str],
@@ -101,8 +116,8 @@ def _dec_props(props: Any) -> Dict[str, Any]:
 def parse_line(number: int, text: str) -> Tuple[str, Any]:
     """One export line as an operation: ("header", None), ("settings", (match, settings)),
     ("address", (name, routing types, auto)), ("queue", QueueConfig) or ("message",
-    (address, {queue: delivery count}, Message)); field values are checked as the broker
-    checks them.
+    (address, {queue: delivery count}, Message, {queue: scheduled time in ms}, [queues it came
+    due on])); field values are checked as the broker checks them.
 
     Raises:
         ImportFormatError: names the line and what is wrong.
@@ -131,7 +146,16 @@ def parse_line(number: int, text: str) -> Tuple[str, Any]:
                 raise ValueError("queues maps each queue to a delivery count >= 0")
             msg = Message(_b64(line["body"]), _dec_props(line["properties"]), True,
                           line["priority"], line["expiration"], line["timestamp"])
-            return kind, (line["address"], counts, msg)
+            scheduled = line.get("scheduled", {})
+            if not isinstance(scheduled, dict) or any(
+                    q not in counts or type(at) is not int or at <= 0
+                    for q, at in scheduled.items()):
+                raise ValueError("scheduled maps some of its queues to a time > 0 (ms)")
+            head = line.get("head", [])
+            if not isinstance(head, list) or any(q not in counts or q in scheduled
+                                                 for q in head):
+                raise ValueError("head lists some of its queues, none of them scheduled")
+            return kind, (line["address"], counts, msg, scheduled, head)
         raise ValueError(f"unknown type {kind!r}")
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # json, base64, fields
         why = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
@@ -178,7 +202,7 @@ def _build(lines: IO[str], directory: str, progress: Optional[Callable[[int], No
            batch: int) -> int:
     broker = Broker.open(directory, expiry_scan_ms=0)
     n = 0
-    pending: List[Tuple[str, Dict[str, int], Message]] = []
+    pending: List[Tuple[str, Dict[str, int], Message, Dict[str, int], List[str]]] = []
     seen_header = False
     try:
         for number, text in enumerate(lines, 1):

@@ -13,7 +13,9 @@ clock passes their time; ``advance_clock`` then puts the due ones on the head of
 after those that came due before, before every waiting message, in due order (FIFO among equal
 times); a full ring removes the one coming due. Order keys (``Item.order``) say where a message
 sits after a reopen: ``(0, step, i)`` for the i-th message of a due step, ``(1, seq)`` for the
-others.
+others. Address ``a`` has a redelivery delay (``REDELIVERY``): what comes back unsettled from
+``a1``/``a2`` (release, consumer close, recover, rollback; not a close or reopen of the broker)
+waits in the scheduled list for that delay, grown by the multiplier per delivery and capped.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ from recovery import MemoryIndex
 
 OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
 T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch
+DELAYED = ("a1", "a2")  # address "a" has a redelivery delay: (delay, multiplier, cap) in ms
+REDELIVERY = (1000, 2.0, 2500)
+A_SETTINGS = dict(redelivery_delay=REDELIVERY[0], redelivery_delay_multiplier=REDELIVERY[1],
+                  max_redelivery_delay=REDELIVERY[2])
 QUEUES = ("a1", "a2", "t1", "t2", "ring")   # destructive queues the generic rules use
 ALL = QUEUES + ("lvq",)                         # lvq: last-value + non-destructive
 
@@ -102,7 +108,8 @@ class BrokerMachine(RuleBasedStateMachine):
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                            checkpoint_records=40, memory_budget=self.BUDGET,
-                           clock=lambda: self.now)
+                           clock=lambda: self.now,
+                           address_settings={"a": AddressSettings(**A_SETTINGS)})
 
     def _open_sessions(self) -> None:
         self.session = self.broker.session()
@@ -149,7 +156,7 @@ class BrokerMachine(RuleBasedStateMachine):
         m = self.model
         for q, waiting in m.scheduled.items():
             due = sorted([x for x in waiting if x[0] <= self.now],
-                         key=lambda x: (x[0], x[1].seq))
+                         key=lambda x: (x[0], x[1].sort_key()))
             if not due:
                 continue
             m.scheduled[q] = [x for x in waiting if x[0] > self.now]
@@ -256,13 +263,28 @@ class BrokerMachine(RuleBasedStateMachine):
         except IllegalStateError:
             pass
 
-    def _return(self, held: List[Held]) -> None:
+    def _return(self, held: List[Held], delayed: bool = True) -> None:
         for h in reversed(held):
+            self.model.held.remove(h)
+            if delayed and h.queue in DELAYED:  # through the scheduled buffer
+                wait = min(REDELIVERY[0] * REDELIVERY[1] ** (h.item.dc - 1), REDELIVERY[2])
+                if h.item.durable and h.queue != "t2":
+                    h.item.order = ()  # the index keeps it under its message's order key
+                self.model.scheduled[h.queue].append((self.now + int(wait), h.item))
+                continue
             q = self.model.queues[h.queue]
             q.insert(0, h.item)
-            self.model.held.remove(h)
             if h.queue == "ring" and len(q) > self.model.ring_size:
                 q.pop(0)  # the ring keeps the tail: the one just put back goes
+
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        open_ = [h for h in self.model.held if not h.acked_in_tx]
+        if not open_:
+            return
+        h = data.draw(st.sampled_from(open_))
+        h.delivery.release()  # type: ignore[attr-defined]
+        self._return([h])
 
     @rule(queue=st.sampled_from(QUEUES))
     def close_consumer(self, queue: str) -> None:
@@ -310,7 +332,7 @@ class BrokerMachine(RuleBasedStateMachine):
     def clean_reopen(self) -> None:
         # a clean close cancels what consumers hold, through the queues' policies, all at
         # once in consumption order
-        self._return(list(self.model.held))
+        self._return(list(self.model.held), delayed=False)
         self.broker.close()
         self.broker = self._open()
         self._after_restart()
@@ -332,7 +354,7 @@ class BrokerMachine(RuleBasedStateMachine):
         for q in ALL:
             m.queues[q] = [i for i in m.queues[q] if i.durable and q != "t2"]
             m.scheduled[q] = [x for x in m.scheduled[q] if x[1].durable and q != "t2"]
-        self._return(list(m.held))
+        self._return(list(m.held), delayed=False)
         self.broker.close()
         self.fs, self.index = crashed, index
         self.broker = self._open()
@@ -422,7 +444,8 @@ class AddressPagingMachine(BrokerMachine):
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                            checkpoint_records=40, memory_budget=self.BUDGET,
-                           address_settings={"a": AddressSettings(max_size_messages=2),
+                           address_settings={"a": AddressSettings(max_size_messages=2,
+                                                                  **A_SETTINGS),
                                              "t": AddressSettings(max_size_bytes=8)},
                            clock=lambda: self.now)
 

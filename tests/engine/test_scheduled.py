@@ -337,3 +337,104 @@ def test_asyncio_consumer_wakes_when_due(tmp_path) -> None:
                 await c.ack(d)
                 return d.message.body
     assert asyncio.run(main()) == b"later"
+
+
+def retry_settings(**kw) -> dict:  # type: ignore[no-untyped-def]
+    from engine import AddressSettings
+    return {"jobs": AddressSettings(**kw)}
+
+
+def test_redelivery_delay_with_multiplier_and_cap(tmp_path) -> None:
+    """Artemis: delay = redelivery_delay * multiplier ** (delivery count - 1), capped by
+    max_redelivery_delay; a released message waits in the scheduled buffer (counted there),
+    keeps its delivery count and is not counted as rejected; then dead-lettered after
+    max_delivery_attempts."""
+    clock = Clock()
+    with open_broker(str(tmp_path), clock, address_settings=retry_settings(
+            redelivery_delay=1000, redelivery_delay_multiplier=2.0, max_redelivery_delay=3000,
+            max_delivery_attempts=5)) as b:
+        b.create_address("jobs")
+        b.create_queue(QueueConfig("jobs", "jobs"))
+        with b.session() as s:
+            s.send("jobs", Message(b"job"))
+            s.send("jobs", Message(b"other"))
+            c = s.create_consumer("jobs", window=1)
+            waits, left = [], 2
+            for attempt in range(1, 5):
+                d = c.receive_nowait()
+                assert d is not None and d.message.body == b"job"
+                assert d.delivery_count == attempt and d.redelivered == (attempt > 1)
+                start = clock.now
+                d.release()
+                assert counts(b, "jobs") == (left, 1)
+                [listed] = b.scheduled_messages("jobs")
+                assert listed.delivery_count == attempt
+                waits.append(listed.scheduled_delivery_time - start)
+                clock.now = listed.scheduled_delivery_time - 1
+                other = c.receive_nowait()  # the other message goes first meanwhile
+                if other is not None:
+                    assert other.message.body == b"other"
+                    other.ack()
+                    left -= 1
+                clock.now += 1
+            assert waits == [1000, 2000, 3000, 3000]
+            d = c.receive_nowait()
+            assert d is not None and d.delivery_count == 5
+            d.release()  # the fifth delivery reached max_delivery_attempts: dropped
+            info = b.queue_info("jobs")
+            assert (info.message_count, info.scheduled_count, info.messages_killed) == (0, 0, 1)
+
+
+def test_rollback_and_recover_go_through_the_delay_and_survive_a_reopen(tmp_path) -> None:
+    clock = Clock()
+    settings = retry_settings(redelivery_delay=500)
+    with open_broker(str(tmp_path), clock, address_settings=settings) as b:
+        b.create_address("jobs")
+        b.create_queue(QueueConfig("jobs", "jobs"))
+        with b.session() as s:
+            s.send("jobs", Message(b"a"))
+            s.send("jobs", Message(b"b", durable=False))
+        with b.session(transacted=True) as tx:
+            c = tx.create_consumer("jobs")
+            assert c.receive_nowait().message.body == b"a"
+            tx.rollback()
+            assert counts(b, "jobs") == (2, 1)
+        with b.session() as s:
+            c = s.create_consumer("jobs")
+            assert c.receive_nowait().message.body == b"b"
+            s.recover()
+            assert counts(b, "jobs") == (2, 2)
+            assert c.receive_nowait() is None
+    with open_broker(str(tmp_path), clock, address_settings=settings) as b:
+        assert counts(b, "jobs") == (1, 1)  # the transient one is gone with the close
+        clock.now += 500
+        with b.session() as s:
+            d = s.create_consumer("jobs").receive_nowait()
+            assert d.message.body == b"a" and d.delivery_count == 2
+            d.ack()
+
+
+def test_release_without_delay_goes_back_to_the_head(tmp_path) -> None:
+    clock = Clock()
+    with open_broker(str(tmp_path), clock) as b:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        with b.session() as s:
+            s.send_many("q", [Message(b"1"), Message(b"2")])
+            c = s.create_consumer("q")
+            d = c.receive_nowait()
+            d.release()
+            with pytest.raises(Exception):
+                d.ack()
+            again = c.receive_nowait()
+            assert again.message.body == b"1" and again.delivery_count == 2
+            assert b.queue_info("q").messages_killed == 0
+
+
+def test_redelivery_settings_are_checked() -> None:
+    from engine import AddressSettings
+    for bad in ({"redelivery_delay": -1}, {"redelivery_delay_multiplier": 0},
+                {"redelivery_delay_multiplier": float("inf")},
+                {"redelivery_delay_multiplier": True}, {"max_redelivery_delay": -2}):
+        with pytest.raises(InvalidArgumentError):
+            AddressSettings(**bad).validated()

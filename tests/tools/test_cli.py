@@ -175,7 +175,7 @@ def test_listings_in_a_pipe_are_tab_separated_with_chosen_columns(store: Path) -
     lines = run("queues", str(store)).output.splitlines()  # not a terminal: tsv
     header, rows = lines[0].split("\t"), [x.split("\t") for x in lines[1:]]
     assert header == ["queue", "address", "routing_type", "messages", "paged", "delivering",
-                      "bytes"]
+                      "scheduled", "bytes"]
     by = {r[0]: dict(zip(header, r)) for r in rows}
     assert by["audit"]["routing_type"] == "multicast" and by["orders"]["delivering"] == "10"
     got = run("queues", str(store), "--columns", "messages,queue").output.splitlines()

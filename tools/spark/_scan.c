@@ -286,6 +286,7 @@ static int message(Ctx *c, Rd *r, PyObject *off, PyObject *lsn, PyObject *tx) {
         if (!e) return 1;
         if (key_is(&k, "q")) { has_q = 1; q_span = span; continue; }
         if (key_is(&k, "props")) { has_props = 1; props_r = span; continue; }
+        if (key_is(&k, "at")) return 1;  /* scheduled: the Python builder fills scheduled_time */
         if (e == 2) {
             if (key_is(&k, "mid") || key_is(&k, "addr") || key_is(&k, "ts") ||
                 key_is(&k, "exp") || key_is(&k, "body")) return 1;

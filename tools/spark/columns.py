@@ -139,11 +139,11 @@ class EntryColumns:
              mid: Optional[int], addr: Optional[str], queue: Optional[str],
              durable: Optional[bool], ts: Optional[int], exp: Optional[int],
              dc: Optional[int], props: Any, size: Optional[int], body: Optional[bytes],
-             ok: bool, error: Optional[str]) -> None:
+             ok: bool, error: Optional[str], sched: Optional[int] = None) -> None:
         if self.kinds is not None and kind not in self.kinds and ok:
             return
-        self.rows.append((seg, off, lsn, kind, tx, mid, addr, queue, durable, ts, exp, None, dc,
-                          props, size, body, ok, error))
+        self.rows.append((seg, off, lsn, kind, tx, mid, addr, queue, durable, ts, exp, sched,
+                          dc, props, size, body, ok, error))
 
     def add(self, seg: int, item: Any) -> None:
         """Add the entries of one scanned item (a ``Frame`` or a ``Damage``)."""
@@ -200,10 +200,17 @@ class EntryColumns:
                       None, None, None, None, None, None, None, True, None)
             for a in p.get("acks", ()):
                 self._ack(seg, info, a, None)
-        elif kind == RecordKind.DELIVERY:
+        elif kind == RecordKind.DELIVERY:  # with "at": returned through the scheduled buffer
             self._row(seg, info.offset, info.lsn, "DELIVERY", None, p.get("m"), None,
                       self._q(p.get("q")), None, None, None, p.get("n"), None, None, None, True,
-                      None)
+                      None, p.get("at") or None)
+        elif kind == RecordKind.DUE:  # scheduled messages joined the queue's head: one row each
+            queue = self._q(p.get("q"))
+            for mid in p.get("m", ()):
+                self._row(seg, info.offset, info.lsn, "DUE", None, mid, None, queue, None,
+                          None, None, None, None, None, None, True, None)
+            for a in p.get("acks", ()):
+                self._ack(seg, info, a, None)
         else:
             name = KIND_NAMES.get(kind, f"UNKNOWN({kind})")
             queue = p.get("name") if kind in (RecordKind.QUEUE_ADD,) else (
@@ -307,7 +314,8 @@ class EntryColumns:
             queues = self._joined[key] = ",".join(self._q(q) or "" for q in qs)
         props = m.get("props")
         self.rows.append((seg, off, lsn, "MESSAGE", tx, m.get("mid"), m.get("addr"), queues,
-                          True, m.get("ts") or None, m.get("exp") or None, None, None,
+                          True, m.get("ts") or None, m.get("exp") or None, m.get("at") or None,
+                          None,
                           _props(props) if props else None, len(body),
                           body if self.with_body else None, True, None))
 

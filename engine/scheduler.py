@@ -1,0 +1,128 @@
+"""The broker's scheduler: when scheduled messages come due, something must put them on their
+queues even if no consumer asks (seed 000 §3). ``Scheduler`` owns the thread that does it and
+the management steps on scheduled buffers; the decisions themselves are
+``engine.scheduling``'s.
+
+The thread sleeps until the earliest due time of any queue (at most a minute, so a clock
+injected for tests never leaves it asleep for long) and is woken when a message is scheduled.
+Due messages are also put on their queue at each receive from it and at open, so the thread
+only matters for consumers asleep in ``receive``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable, List, Optional
+
+from engine.core import BrokerCore
+from engine.errors import BrokerFailedError, IllegalStateError, MessageNotFoundError
+from engine.model import ScheduledMessage
+from engine.placement import body_of
+from engine.queue import Queue
+from engine.scheduling import promote_due
+from engine.values import TIME_MAX, check_int
+from journal import Ticket
+
+MAX_SLEEP = 60.0  # seconds
+
+
+class Scheduler:
+    """Due scheduled messages of one broker onto their queues.
+
+    Args:
+        broker: the broker (its lock guards every step here); it must also have ``closed``
+            and ``check_open``.
+    """
+
+    def __init__(self, broker: BrokerCore) -> None:
+        self.broker = broker
+        self._wake = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        """Start the thread (once, after the broker opened)."""
+        self._thread = threading.Thread(target=self._run, name="mqstore-scheduler",
+                                        daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Look at the due times again (a message was scheduled, or the broker closes)."""
+        self._wake.set()
+
+    def _run(self) -> None:
+        broker = self.broker
+        while True:
+            with broker.lock:
+                try:
+                    broker.check_open()
+                except (BrokerFailedError, IllegalStateError):
+                    return
+                times = [t for t in (q.scheduled.next_due() for q in broker.queues.values())
+                         if t is not None]
+            delay = MAX_SLEEP if not times else (min(times) - broker.now_ms()) / 1000.0
+            if delay > 0:
+                self._wake.wait(min(delay, MAX_SLEEP))
+                self._wake.clear()
+                continue
+            try:
+                self.deliver_due()
+            except (BrokerFailedError, IllegalStateError):
+                return
+
+    def deliver_due(self) -> int:
+        """Put every scheduled message due now on the head of its queue; wait for the DUE
+        records. Returns how many came due.
+
+        Raises:
+            BrokerFailedError, IllegalStateError (closed).
+        """
+        broker = self.broker
+        count, ticket = 0, None
+        with broker.lock:
+            broker.check_open()
+            now = broker.now_ms()
+            for queue in list(broker.queues.values()):
+                nxt = queue.scheduled.next_due()
+                if nxt is not None and nxt <= now:
+                    n, t = promote_due(broker, queue, now)
+                    count, ticket = count + n, t or ticket
+        broker.wait(ticket)
+        return count
+
+    def listing(self, queue: str, limit: int) -> List[ScheduledMessage]:
+        """Up to ``limit`` messages of ``queue``'s scheduled buffer, in due order.
+
+        Raises:
+            QueueNotFoundError. InvalidArgumentError: limit not an int >= 0.
+        """
+        check_int("limit", limit, 0, TIME_MAX)
+        broker = self.broker
+        with broker.lock:
+            broker.check_open()
+            q = broker.find_queue(queue)
+            return [ScheduledMessage(ref.msg.to_message(body_of(broker, ref.msg)), at,
+                                     ref.delivery_count, q.name)
+                    for at, ref in q.scheduled.listing(limit)]
+
+    def step(self, queue: str, message_id: int,
+             fn: Callable[[BrokerCore, Queue, int], Optional[Ticket]]) -> None:
+        """Run a management step on message ``message_id`` of ``queue``'s scheduled buffer
+        (``engine.scheduling.deliver_now`` or ``remove_scheduled``) and wait for it.
+
+        Raises:
+            QueueNotFoundError. MessageNotFoundError: not scheduled there; nothing changed.
+            InvalidArgumentError: message_id not an int >= 0.
+        """
+        check_int("message_id", message_id, 0, TIME_MAX)
+        broker = self.broker
+        with broker.lock:
+            broker.check_open()
+            q = broker.find_queue(queue)
+            try:
+                ticket = fn(broker, q, message_id)
+            except KeyError:
+                raise MessageNotFoundError(message_id, queue) from None
+        broker.wait(ticket)
+
+
+__all__ = ["MAX_SLEEP", "Scheduler"]
