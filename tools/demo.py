@@ -5,7 +5,9 @@ order, to the multicast address ``flights``, whose work queue ``flights.ops`` is
 acked by worker threads. The broker runs with a 16 MiB RAM budget, so the work queue's backlog
 pages: it stays in the index and is read back in order as the workers drain it. The producing child is killed with SIGKILL midway; the store is
 reopened (recovery), checked (nothing the child reported durable is lost, nothing duplicated),
-and the job resumes from where the durable record says and finishes. A report follows.
+and the job resumes from where the durable record says and finishes. Then one day of flights
+is replayed on an injected clock through scheduled messages (``tools.departures``). A report
+follows.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from rich.table import Table
 from engine import Broker
 from journal import MqStoreError
 from tools import demo_job
+from tools.departures import Departures, run_departures
 from tools.flights import load_flights, load_weather
 
 ROOT = str(Path(__file__).resolve().parents[1])
@@ -76,6 +79,7 @@ class DemoResult:
     board: List[Dict[str, str]] = field(default_factory=list)
     memory: object = None
     peak_rss_mb: float = 0.0
+    departures: Departures | None = None
 
 
 def _parse(line: str, tally: Tally) -> None:
@@ -179,10 +183,12 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
                   memory.paged_out > 0 and memory.paged_in > 0}
     for name, (got, want) in counts.items():
         checks[f"{name}: {got:,} messages = {want:,} computed from the data"] = got == want
+    departures = run_departures(directory, flights, demo_job.MEMORY_BUDGET)
+    checks.update(departures.checks())
     return DemoResult(total, tally.sent_max + 1, phase1_s, broker.recovery_report, recovery_s,
                       resume, phase2_s, lost, duplicates, missing, checks, segments,
                       os.path.abspath(directory), counts, board, memory,
-                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3)
+                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, departures)
 
 
 def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, tuple]:
@@ -224,6 +230,11 @@ def print_report(result: DemoResult, console: Console) -> None:
               f"index, {mem.paged_in:,} read back")  # type: ignore[attr-defined]
     t.add_row("peak RSS of this process", f"{r.peak_rss_mb:,.0f} MB (the flights data itself "
               f"included)")
+    d = r.departures
+    if d is not None:
+        day = time.strftime("%Y-%m-%d", time.gmtime(d.first_ms / 1000))
+        t.add_row("departures (scheduled messages)", f"{d.flights:,} flights of {day} "
+                  f"scheduled at their departure, the day replayed in {d.seconds:.1f} s")
     t.add_row("store", r.directory)
     console.print(t)
     board = Table(title=f"departure board ({demo_job.BOARD_QUEUE}, ring-size "

@@ -24,19 +24,22 @@ def python_blocks() -> List[str]:
 
 def test_readme_has_the_blocks_this_test_runs() -> None:
     blocks = python_blocks()
-    assert len(blocks) == 3
-    assert "Broker.open" in blocks[0] and "AsyncSession" in blocks[1] and "spark" in blocks[2]
+    assert len(blocks) == 4
+    assert "Broker.open" in blocks[0] and "redelivery_delay" in blocks[1] and \
+        "AsyncSession" in blocks[2] and "spark" in blocks[3]
 
 
 def test_readme_code_blocks_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                 spark: Any, capsys: pytest.CaptureFixture) -> None:
     monkeypatch.chdir(tmp_path)
     blocks = python_blocks()
-    for block in blocks[:2]:
+    for block in blocks[:3]:
         exec(compile(block, str(README), "exec"), {"__name__": "readme"})
-    assert "message_count=0" in capsys.readouterr().out  # the first block's queue_info
+    out = capsys.readouterr().out
+    assert "message_count=0" in out  # the first block's queue_info
+    assert "\n1\n2\n" in out  # the retry recipe's prints
     store = os.path.join(str(tmp_path), "data")
     ns: Dict[str, Any] = {"spark": spark, "__name__": "readme"}
-    exec(compile(blocks[2].replace("/data/store", store), str(README), "exec"), ns)
+    exec(compile(blocks[3].replace("/data/store", store), str(README), "exec"), ns)
     rows = ns["df"].collect()
-    assert len(rows) == 2 and {r["address"] for r in rows} == {"orders"}  # both sends
+    assert len(rows) == 3 and {r["address"] for r in rows} == {"orders"}  # the three sends
