@@ -74,10 +74,15 @@ def deliver(broker: BrokerCore, queue: Queue, consumer: Any) -> Optional[Tuple[M
 def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                  ) -> Tuple[List[MessageRef], Optional[Ticket]]:
     """Like ``deliver`` for up to ``limit`` references, journaled in one write. Scheduled
-    messages due now join the head first (``engine.scheduling``)."""
+    messages due now join the head first (``engine.scheduling``), one step of them once those
+    that came due before are consumed: later ones would join behind those anyway."""
     now = broker.now_ms()
     nxt = queue.scheduled.next_due()
-    if nxt is not None and nxt <= now:
+    if nxt is not None and nxt <= now and not queue.non_destructive:
+        head = queue.first()
+        if head is None or head.order[0] != 0:
+            promote_due(broker, queue, now)
+    elif nxt is not None and nxt <= now:
         promote_due(broker, queue, now)
     refs: List[MessageRef] = []
     records = []

@@ -26,6 +26,8 @@ from recovery.schema import RecordKind
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
 READ_CACHE = 8  # decoded records kept for body reads
+OVERLAY_PER_RECORD = 4  # changed index entries per record a checkpoint is due after (a plain
+# MESSAGE record changes two: its message and its reference)
 
 
 class DeferredSink:
@@ -106,8 +108,15 @@ class Persistence:
         self.sink.release()
 
     def checkpoint_due(self) -> bool:
-        """Whether enough records were written since the last checkpoint."""
-        return 0 < self.checkpoint_records <= self.since_checkpoint
+        """Whether enough records were written since the last checkpoint, or the image holds
+        more changed entries than those records would make (a record that moves many
+        references, a DUE or a TX record, changes more than one entry): the changes held in
+        RAM stay bounded by ``OVERLAY_PER_RECORD`` x ``checkpoint_records``."""
+        n = self.checkpoint_records
+        if n <= 0:
+            return False
+        return n <= self.since_checkpoint or \
+            sum(len(t.dirty) for t in self.image.tables.all()) >= OVERLAY_PER_RECORD * n
 
     def checkpoint(self, extras: Optional[Dict[str, Any]] = None) -> int:
         """Commit the image's changes to the index at the current durable end (broker lock

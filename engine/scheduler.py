@@ -77,17 +77,21 @@ class Scheduler:
             BrokerFailedError, IllegalStateError (closed).
         """
         broker = self.broker
-        count, ticket = 0, None
-        with broker.lock:
-            broker.check_open()
-            now = broker.now_ms()
-            for queue in list(broker.queues.values()):
-                nxt = queue.scheduled.next_due()
-                if nxt is not None and nxt <= now:
-                    n, t = promote_due(broker, queue, now)
-                    count, ticket = count + n, t or ticket
-        broker.wait(ticket)
-        return count
+        count = 0
+        while True:  # one step per queue at a time: the lock is let go between steps
+            ticket, stepped = None, 0
+            with broker.lock:
+                broker.check_open()
+                now = broker.now_ms()
+                for queue in list(broker.queues.values()):
+                    nxt = queue.scheduled.next_due()
+                    if nxt is not None and nxt <= now:
+                        n, t = promote_due(broker, queue, now, steps=1)
+                        stepped, ticket = stepped + n, t or ticket
+            broker.wait(ticket)
+            count += stepped
+            if not stepped:
+                return count
 
     def listing(self, queue: str, limit: int) -> List[ScheduledMessage]:
         """Up to ``limit`` messages of ``queue``'s scheduled buffer, in due order.

@@ -53,15 +53,18 @@ def redelivery_delay(settings: Any, delivery_count: int) -> int:
     return int(min(delay, cap))
 
 
-def promote_due(broker: BrokerCore, queue: Queue, now: int) -> Tuple[int, Optional[Ticket]]:
+def promote_due(broker: BrokerCore, queue: Queue, now: int, steps: int = 1
+                ) -> Tuple[int, Optional[Ticket]]:
     """Put ``queue``'s scheduled references due at ``now`` ms on its head, ``STEP`` per
-    journal write, then serve its waiting consumers.
+    journal write, at most ``steps`` writes (the rest waits for the next call: a receive, the
+    scheduler thread, which lets the lock go between steps), then serve its waiting
+    consumers.
 
     Returns:
         (references that came due, the ticket of the last write or ``None``).
     """
     count, ticket = 0, None
-    while True:
+    for _step in range(steps):
         nxt = queue.scheduled.next_due()
         if nxt is None or nxt > now:
             break

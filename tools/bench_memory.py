@@ -195,13 +195,22 @@ CHILDREN: Dict[str, Callable[..., Dict[str, Any]]] = {
     "fill": child_fill, "reopen": child_reopen, "rebuild": child_rebuild}
 
 
-def _child(kind: str, *args: Any) -> Dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "tools.bench_memory", kind,
-                           *[str(a) for a in args]], capture_output=True, text=True)
+def _child_json(module: str, kind: str, *args: Any) -> Dict[str, Any]:
+    """Run ``python -m module kind args...`` and return the last JSON line it printed.
+
+    Raises:
+        RuntimeError: it printed none (its stderr's end is in the message).
+    """
+    proc = subprocess.run([sys.executable, "-m", module, kind, *[str(a) for a in args]],
+                          capture_output=True, text=True)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise RuntimeError(f"bench child {kind} failed: {proc.stderr[-2000:]}")
-    return json.loads(lines[-1])
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
+
+
+def _child(kind: str, *args: Any) -> Dict[str, Any]:
+    return _child_json("tools.bench_memory", kind, *args)
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,47 @@ def _ratios(r: Any, rate: str) -> str:
     return f"{r.ratio('fill', rate):.2f} | {r.ratio('reopen', rate):.2f}"
 
 
+@bench.command("scheduled")
+@click.option("--sizes", default="10000,1000000", show_default=True,
+              help="Numbers of scheduled messages, comma-separated.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where to put the scratch stores (default: the system temp directory).")
+def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
+    """RAM with many scheduled messages, reopen time, and their drain rate as a ratio to a
+    plain backlog's."""
+    from tools.bench_scheduled import run
+
+    try:
+        wanted = [int(x) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers separated by commas") from None
+    with console.status("measuring...") as status:
+        rows = run(wanted, directory, lambda m: status.update(m))
+    t = Table(title="durable 100-byte messages scheduled over one day, one queue, default "
+                    "64 MiB budget (one run, same disk)",
+              caption="RSS: MB after sending them all; refs: references held in RAM then; "
+                      "reopen s: open after SIGKILL; drain x: receive+ack rate once all are "
+                      "due / the same drain of a plain backlog of that size next to it; "
+                      "drain RSS: the most seen while draining")
+    for col in ("scheduled", "send/s", "RSS", "refs", "reopen s", "reopen RSS", "drain/s",
+                "drain x", "drain RSS", "due order"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        f, d = r["fill"], r["drain"]
+        t.add_row(f"{r['size']:,}", f"{f['fill_rate']:,.0f}", f"{f['rss_mb']:.0f}",
+                  f"{f['references']:,}", f"{d['open_s']:.2f}", f"{d['rss_mb']:.0f}",
+                  f"{d['scheduled_drain_rate']:,.0f}",
+                  f"{d['scheduled_drain_rate'] / d['plain_drain_rate']:.2f}",
+                  f"{d['scheduled_drain_rss_mb']:.0f}", "yes" if d["in_due_order"] else "NO")
+    console.print(t)
+    small, large = min(rows, key=lambda r: r["size"]), max(rows, key=lambda r: r["size"])
+    growth = max(large["fill"]["rss_mb"], large["drain"]["scheduled_drain_rss_mb"]) / \
+        small["fill"]["rss_mb"]
+    console.print(f"RSS at {large['size']:,} (sending or draining) / after sending "
+                  f"{small['size']:,}: {growth:.2f} (target <= 1.5); references in RAM while "
+                  f"scheduled: {max(r['fill']['references'] for r in rows)} (target 0)")
+
+
 @bench.command("spark")
 @click.option("--records", default=2_000_000, show_default=True, help="Journal records.")
 @click.option("--master", default="local[2]", show_default=True)
