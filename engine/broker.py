@@ -24,6 +24,7 @@ from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFaile
                            ResourceLimitError, RoutingTypeError)
 from engine.model import (AddressInfo, BrokerStatistics, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
+from engine.lastnode import LastNode, enter as enter_last_node, leave as leave_last_node
 from engine.scheduler import Scheduler
 from engine.scheduling import deliver_now, remove_scheduled
 from engine.names import check_name
@@ -87,6 +88,7 @@ class Broker:
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
         self.scheduler = Scheduler(self)
+        self.last_node = LastNode()
         self._storage: Optional[OpenedStorage] = None
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         for match, (values, _loc) in persistence.image.settings.items():
@@ -218,8 +220,10 @@ class Broker:
         def page_start() -> Optional[Tuple[int, ...]]:
             state = image.ledger.pages.get(config.address)
             return None if state is None else state.start
-        return Queue(qid, config, self.cache, self.reader if config.durable else None,
-                     build_policies(config), page_start, self.pages)
+        queue = Queue(qid, config, self.cache, self.reader if config.durable else None,
+                      build_policies(config), page_start, self.pages)
+        queue.persisting = config.persist_last_node and self.last_node.active
+        return queue
 
     def _attach_queue(self, queue: Queue) -> None:
         self.queues[queue.name] = queue
@@ -455,6 +459,27 @@ class Broker:
             q.policies = lvq + [p for p in build_policies(config) if not hasattr(p, "latest")]
         self.wait(ticket)
         return q.info()
+
+    def set_cluster_nodes(self, nodes: int) -> None:
+        """Tell the broker how many nodes of the embedding application's cluster are alive
+        (this one included). When the count falls to 1 from more than one, the broker enters
+        last-node mode: non-durable messages on ``persist_last_node`` queues are journaled,
+        those already there at once (seed 002, Qpid cluster-durable queues); a count above 1
+        ends the mode. A store that started alone (first count 1) never enters it.
+
+        Raises:
+            InvalidArgumentError: nodes not an int >= 1. BrokerFailedError, IllegalStateError.
+        """
+        with self.lock:
+            self.check_open()
+            change = self.last_node.report(nodes)
+            queues = [q for q in self.queues.values() if q.config.persist_last_node]
+            ticket = None
+            if change is True:
+                ticket = enter_last_node(self, queues)
+            elif change is False:
+                leave_last_node(queues)
+        self.wait(ticket)
 
     @property
     def persistence(self) -> Persistence:

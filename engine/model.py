@@ -132,6 +132,10 @@ class QueueConfig:
         last_value_key: the last-value property (seed 004 §4.9).
         last_value: a last-value queue with the default key ``_AMQ_LVQ_NAME``.
         non_destructive: consuming leaves messages on the queue (seed 004 §4.9.6).
+        persist_last_node: when the embedding application reports that this node is the last
+            one of its cluster (``Broker.set_cluster_nodes``), non-durable messages on the
+            queue are journaled too (seed 002, Qpid ``qpid.persist_last_node``, qpid-config
+            ``--cluster-durable``); durable queues only.
     """
 
     name: str
@@ -145,6 +149,7 @@ class QueueConfig:
     last_value_key: Optional[str] = None
     last_value: bool = False
     non_destructive: Optional[bool] = None
+    persist_last_node: bool = False
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
@@ -152,7 +157,8 @@ class QueueConfig:
                 "exclusive": bool(self.exclusive), "auto_created": self.auto_created,
                 "ring_size": -1 if self.ring_size is None else self.ring_size,
                 "last_value_key": self.last_value_key,
-                "non_destructive": bool(self.non_destructive)}
+                "non_destructive": bool(self.non_destructive),
+                **({"persist_last_node": True} if self.persist_last_node else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -161,7 +167,8 @@ class QueueConfig:
         return cls(name, address, RoutingType(routing_type), bool(cfg.get("durable", True)),
                    int(cfg.get("max_consumers", -1)), bool(cfg.get("exclusive", False)),
                    bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
-                   cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)))
+                   cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)),
+                   bool(cfg.get("persist_last_node", False)))
 
 
 @dataclass(frozen=True)
@@ -196,6 +203,7 @@ class QueueInfo:
     last_value_key: Optional[str] = None
     non_destructive: bool = False
     paged_count: int = 0
+    persist_last_node: bool = False
 
 
 @dataclass(frozen=True)

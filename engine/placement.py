@@ -101,7 +101,7 @@ class Placement:
         if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
             expiration = self.now + settings.expiry_delay  # seed 004 §4.9.6.4
         mid = broker.next_id()
-        journaled = [q for q in queues if q.durable] if msg.durable else []
+        journaled = [q for q in queues if q.durable and (msg.durable or q.persisting)]
         ts = msg.timestamp or self.now
         slot = -1
         if journaled:

@@ -86,7 +86,12 @@ class Queue:
         self.policies: List[QueuePolicy] = list(policies)
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
         self.scheduled = ScheduledBuffer(self, cache, reader)
+        self.persisting = False  # last-node mode on a persist_last_node queue (engine.lastnode)
         self.returned_ahead = False  # references returned to the head: ``ready`` not in order
+        # message ids of journaled references returned to the head whose order key is past
+        # the horizon (it went below them while they were handed out: a head key paged out):
+        # the index still has them there, and reads from it must pass over them
+        self.ahead: set = set()
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -193,7 +198,8 @@ class Queue:
     def join_due(self, ref: MessageRef) -> None:
         """Put a reference that came due (its message already held, its order key a head
         key: ``recovery.image.head_order``) on the head of the queue: after those that came
-        due before it, before every message that was waiting."""
+        due before it, before every message that was waiting (after the last reference with
+        a smaller order key: a message returned to the head stays ahead of it)."""
         self.mem_seq += 1
         ref.seq = self.mem_seq
         if self.horizon is not None and ref.order > self.horizon:
@@ -205,9 +211,9 @@ class Queue:
         else:
             into = self.ready
         ref.in_queue = True
-        i = 0
-        while i < len(into) and into[i].order < ref.order:
-            i += 1
+        i = len(into)  # after the last one with a smaller key (those that came due before);
+        while i > 0 and into[i - 1].order > ref.order:  # messages returned to the head stay
+            i -= 1                                       # ahead of it
         into.insert(i, ref)
 
     def _enter(self, ref: MessageRef, into: Deque[MessageRef]) -> None:
@@ -294,6 +300,8 @@ class Queue:
 
     def _page_out(self, ref: MessageRef) -> None:
         ref.in_queue = False
+        if self.ahead:  # the index gives it back in its place from now on
+            self.ahead.discard(ref.msg.mid)
         self.on_disk += 1
         self.cache.budget.paged_out += 1
         self.cache.let_go(ref.msg)
@@ -326,6 +334,7 @@ class Queue:
             self.tail = deque()
             self.horizon = None
             self.on_disk = 0
+            self.ahead = set()
 
     def take_recovered(self, mid: int, order: Order, delivered: int) -> Optional[MessageRef]:
         """At open: put the reference to ``mid`` that a crash left in delivery back in
@@ -362,6 +371,8 @@ class Queue:
                 return None
         ref = self.ready.popleft()
         ref.in_queue = False
+        if self.ahead:
+            self.ahead.discard(ref.msg.mid)
         return ref
 
     def peek_after(self, seq: int) -> Optional[MessageRef]:
@@ -379,6 +390,8 @@ class Queue:
             except ValueError:
                 self.tail.remove(ref)
             ref.in_queue = False
+        if self.ahead:
+            self.ahead.discard(ref.msg.mid)
         for policy in self.policies:
             policy.removed(ref)
 
@@ -406,6 +419,8 @@ class Queue:
             ref.in_queue = True
             self.ready.appendleft(ref)
             self.returned_ahead = True
+            if ref.journaled and self.horizon is not None and ref.order > self.horizon:
+                self.ahead.add(ref.msg.mid)
             for policy in self.policies:
                 removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
@@ -451,7 +466,7 @@ class Queue:
         for msg, order, delivered in rows:
             while tail and tail[0].order < order:
                 yield tail.popleft(), False
-            if msg.mid not in self.delivering:
+            if msg.mid not in self.delivering and msg.mid not in self.ahead:
                 yield MessageRef(msg, self, order, delivered, journaled=True), True
 
     def info(self) -> QueueInfo:
@@ -463,4 +478,4 @@ class Queue:
                          self.added, self.acknowledged, self.killed, self.expired,
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
-                         bool(c.non_destructive), self.paged.count())
+                         bool(c.non_destructive), self.paged.count(), c.persist_last_node)

@@ -4,8 +4,9 @@ silent), lock held.
 A message sent with a scheduled delivery time waits in its queues' scheduled buffers
 (``engine.scheduled``), counted in ``message_count`` and ``scheduled_count`` but not on the
 queue: a ring size is not enforced against it. When due, it is put on the **head** of the
-queue: before every message waiting there, after those that came due before it, so scheduled
-messages are delivered in scheduled order, FIFO among equal times (Artemis puts each batch
+queue: before every message waiting there, after those that came due before it (a message
+returned to the head by a cancel or rollback stays ahead of it), so scheduled messages are
+delivered in scheduled order, FIFO among equal times (Artemis puts each batch
 that comes due in front of the earlier ones; mqstore keeps scheduled order, which is also the
 order a reopen puts them in). On a full ring queue the message that comes due is the one
 removed at that moment; a last-value key is tracked only from then on.

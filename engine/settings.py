@@ -288,7 +288,7 @@ def check_queue_config(config: QueueConfig) -> None:
     Raises:
         InvalidNameError: bad names. InvalidArgumentError: a value of the wrong type or out of
             range (max_consumers -1 or 1..2**63-1, ring_size -1..2**63-1, flags bools,
-            last_value_key a non-empty str).
+            last_value_key a non-empty str), persist_last_node on a non-durable queue.
     """
     check_name(config.name)
     check_name(config.address)
@@ -299,8 +299,12 @@ def check_queue_config(config: QueueConfig) -> None:
         raise InvalidArgumentError("max_consumers", "-1 (no limit) or at least 1")
     if config.ring_size is not None:
         check_int("ring_size", config.ring_size, -1, TIME_MAX)
-    for name in ("durable", "auto_created", "last_value"):
+    for name in ("durable", "auto_created", "last_value", "persist_last_node"):
         check_bool(name, getattr(config, name))
+    if config.persist_last_node and not config.durable:
+        raise InvalidArgumentError("persist_last_node", f"queue {config.name!r} is not durable: "
+                                   f"only a durable queue can be made to store its non-durable "
+                                   f"messages on the last node (Qpid --cluster-durable)")
     for name in ("exclusive", "non_destructive"):
         if getattr(config, name) is not None:
             check_bool(name, getattr(config, name))

@@ -75,14 +75,17 @@ class Model:
     scheduled: Dict[str, List[Tuple[int, Item]]] = field(
         default_factory=lambda: {q: [] for q in ALL})
     steps: int = 0  # due steps so far (the middle part of a due message's order key)
+    nodes: Optional[int] = None  # what set_cluster_nodes last said
+    last_node: bool = False      # in last-node mode: a1 journals non-durable messages
 
 
 def setup(broker: Broker, first: bool) -> None:
     if first:
         broker.create_address("a", {RoutingType.ANYCAST})
         broker.create_address("t", {RoutingType.MULTICAST})
-        for q in ("a1", "a2"):
-            broker.create_queue(QueueConfig(q, "a", RoutingType.ANYCAST))
+        for q in ("a1", "a2"):  # a1 stores non-durable messages on the last node (seed 002)
+            broker.create_queue(QueueConfig(q, "a", RoutingType.ANYCAST,
+                                            persist_last_node=q == "a1"))
         broker.create_queue(QueueConfig("t1", "t", RoutingType.MULTICAST))
         broker.create_address("r", {RoutingType.ANYCAST})
         broker.create_queue(QueueConfig("ring", "r", ring_size=3))
@@ -125,9 +128,12 @@ class BrokerMachine(RuleBasedStateMachine):
             return [q]
         return ["t1", "t2"]
 
+    def _durable(self, queue: str, durable: bool) -> bool:
+        return durable or (queue == "a1" and self.model.last_node)
+
     def _enqueue(self, address: str, body: bytes, durable: bool) -> None:
         for q in self._route(address):
-            self.model.queues[q].append(Item(self.model.seq, body, durable))
+            self.model.queues[q].append(Item(self.model.seq, body, self._durable(q, durable)))
 
     @rule(address=st.sampled_from(["a", "t"]), durable=st.booleans())
     def send(self, address: str, durable: bool) -> None:
@@ -147,7 +153,8 @@ class BrokerMachine(RuleBasedStateMachine):
             else Message(body, durable=durable, scheduled_delivery_time=at)
         self.session.send(address, msg)
         for q in (["ring"] if address == "r" else self._route(address)):
-            self.model.scheduled[q].append((at, Item(self.model.seq, body, durable)))
+            self.model.scheduled[q].append((at, Item(self.model.seq, body,
+                                                     self._durable(q, durable))))
 
     @rule(ms=st.sampled_from([500, 1000, 2500]))
     def advance_clock(self, ms: int) -> None:
@@ -169,10 +176,39 @@ class BrokerMachine(RuleBasedStateMachine):
                     continue  # a full ring removes the message coming due (seed 000 §3)
                 if items:
                     event("a message came due before waiting ones")
-                pos = 0
-                while pos < len(items) and items[pos].sort_key() < item.order:
-                    pos += 1
+                pos = len(items)  # after the last one with a smaller key
+                while pos > 0 and items[pos - 1].sort_key() > item.order:
+                    pos -= 1
                 items.insert(pos, item)
+
+    FORCING = True  # the last-node rule runs (not where non-durable messages page to files)
+
+    @precondition(lambda self: self.FORCING)
+    @rule(nodes=st.sampled_from([1, 1, 2, 3]))
+    def set_cluster_nodes(self, nodes: int) -> None:
+        """Last-node mode (seed 002): entering it journals a1's non-durable messages (on the
+        queue, held, scheduled), each at the journal's end, which is its place in the queue
+        from then on: those on the queue move to its tail."""
+        m = self.model
+        self.broker.set_cluster_nodes(nodes)
+        entering = nodes == 1 and m.nodes is not None and m.nodes > 1 and not m.last_node
+        if nodes > 1:
+            m.last_node = False
+        m.nodes = nodes
+        if not entering:
+            return
+        m.last_node = True
+        event("last-node mode entered")
+        moved = [i for i in m.queues["a1"] if not i.durable]
+        m.queues["a1"] = [i for i in m.queues["a1"] if i.durable] + moved  # to the tail
+        forced = moved + [h.item for h in m.held if h.queue == "a1" and not h.item.durable] + \
+            [i for _at, i in sorted(m.scheduled["a1"], key=lambda x: (x[0], x[1].sort_key()))
+             if not i.durable]
+        for item in forced:
+            m.seq += 1
+            item.seq, item.order, item.durable = m.seq, (), True
+        if forced:
+            event("last-node mode forced messages")
 
     @rule(queue=st.sampled_from(["a1", "a2", "t1"]), durable=st.booleans())
     def send_fqqn(self, queue: str, durable: bool) -> None:
@@ -180,7 +216,8 @@ class BrokerMachine(RuleBasedStateMachine):
         body = b"f%d" % self.model.seq
         address = "a" if queue.startswith("a") else "t"
         self.session.send(f"{address}::{queue}", Message(body, durable=durable))
-        self.model.queues[queue].append(Item(self.model.seq, body, durable))
+        self.model.queues[queue].append(Item(self.model.seq, body,
+                                             self._durable(queue, durable)))
 
     def _ring_add_tail(self, item: Item) -> None:
         q = self.model.queues["ring"]
@@ -362,6 +399,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     def _after_restart(self) -> None:
         m = self.model
+        m.nodes, m.last_node = None, False  # a store starts alone
         for h in m.held:
             m.queues[h.queue].append(h.item)
         m.held = []
@@ -440,6 +478,7 @@ class AddressPagingMachine(BrokerMachine):
     changes no order or count a client sees on these queues."""
 
     BUDGET = 4096
+    FORCING = False  # paged non-durable messages sit in page files, which are not forced
 
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
