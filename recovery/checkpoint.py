@@ -22,13 +22,15 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     qref     qid+lsn+slot  -> [mid, lsn, slot(, delivery count, delivery location, in delivery)]
                                                        a queue's references in order
     busy     qid+mid       -> delivery location        references left in delivery
-    tx       seg+offset    -> [remaining, ack targets] TX records still needed
+    tx       seg+offset    -> [remaining, ack targets] TX and DUE records still needed
     jdead    seg+offset    -> length                  a dead record (one entry each)
     jpin     seg+offset    -> [length, [targets]]      tombstones waiting for targets
     sched    qid+at+lsn+slot -> as qref, with at      a queue's scheduled buffer, in due order
-    moved    qid+mid       -> [at, lsn, slot]          references not at their message's order
+    moved    qid+mid       -> [at, lsn, slot(, DUE loc)] references not at their message's order
                                                        key: scheduled (at > 0), or put on the
-                                                       head when due (order key (0, n))
+                                                       head when due (order key (0, n),
+                                                       the DUE record's location: its
+                                                       ``tx`` entry counts them)
 
 Version 8 added ``sched``, ``moved`` and the queue entry's scheduled count; a version 7 index
 (none of them: nothing scheduled) is read as it is.

@@ -43,7 +43,7 @@ __all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", 
            "QueueImage", "RefImage", "StoreImage", "TxImage"]
 
 
-_MESSAGE, _TX = int(RecordKind.MESSAGE), int(RecordKind.TX)
+_MESSAGE, _TX, _DUE = int(RecordKind.MESSAGE), int(RecordKind.TX), int(RecordKind.DUE)
 HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
 # the record, gets order key (0, l << HEAD_SHIFT | i): before every key from a message record
 # (LSN >= 1), after every head key of an earlier DUE record
@@ -104,6 +104,7 @@ class StoreImage:
         self.dirty: set = set()
         self.counted: set = set()
         self._folding: Optional[Location] = None
+        self._sink: LivenessSink = NullSink()  # where _due_gone reports (the last fold's)
 
     # -- location accounting ------------------------------------------------------------------
     def _hold(self, loc: Optional[Location]) -> None:
@@ -215,7 +216,8 @@ class StoreImage:
         """
         if lsn > self.last_lsn:
             self.last_lsn = lsn
-        self._folding = location if kind == _TX else None
+        self._folding = location if kind == _TX or kind == _DUE else None
+        self._sink = sink
         if kind == _MESSAGE:
             if not self._add_message(payload, location, lsn, -1):
                 sink.mark_dead([location])
@@ -384,7 +386,25 @@ class StoreImage:
             t.qref.delete(order_key(queue.id, ref.order))
             queue.count -= 1
         if ref.at or ref.order[0] == 0:
-            t.moved.delete(ref_key(queue.id, ref.mid))
+            key = ref_key(queue.id, ref.mid)
+            where = t.moved.get(key) if ref.order[0] == 0 else None
+            t.moved.delete(key)
+            if where is not None and len(where) > 3:  # moved there by a DUE record
+                self._due_gone(Location(*where[3:6]))
+
+    def _due_gone(self, location: Location) -> None:
+        """One reference a DUE record put on a head left it: the record is dead once none
+        is left (as a TX record with its messages), then waits for what its acks cancel."""
+        tkey = tx_key(location)
+        due = self.tables.tx.get(tkey)
+        if due is None:
+            return
+        due.remaining -= 1
+        if due.remaining > 0 or not self._tx_done(location):
+            self.tables.tx.put(tkey, due)
+            return
+        self.tables.tx.delete(tkey)
+        self._sink.mark_dead_after(location, due.ack_targets)
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1
@@ -434,7 +454,9 @@ class StoreImage:
         ref.in_delivery = busy
         self._hold(location)
         at = int(p.get("at", 0)) if not busy else 0
-        if at and not ref.at:  # returned through the scheduled buffer (redelivery delay)
+        if at and at != ref.at:  # returned through the scheduled buffer (redelivery delay);
+            # already there when a rebuild replays it without the DUE record that had put it
+            # on the head (that record died when the reference left the head)
             queue = self.queues[qid]
             msg = self.message(mid)
             self._unplace(queue, ref, msg)
@@ -450,9 +472,14 @@ class StoreImage:
         """Scheduled references that came due join the head of their queue, in the record's
         order (``head_order``), then the acks the queue's policies decided apply (a full ring
         removes the scheduled message itself, seed 000 §3). The record lives until every
-        message it moved and every record its acks cancel is gone, as a DEPAGE record does."""
+        reference it moved has left that head, then until every record its acks cancel is
+        gone: counted in the ``tx`` table as a TX record is (each moved reference's ``moved``
+        entry names the record), so a big due backlog costs index entries, not RAM."""
         queue = self.queues.get(int(p["q"]))
         targets: List[Location] = []
+        moved = 0
+        tkey = tx_key(location)
+        due = TxImage(0, [])
         if queue is not None:
             t = self.tables
             for i, mid in enumerate(p.get("m", ())):
@@ -465,15 +492,25 @@ class StoreImage:
                 ref.order = head_order(lsn, i)
                 t.qref.put(order_key(queue.id, ref.order), ref, True)
                 key = ref_key(queue.id, ref.mid)
-                t.moved.put(key, [0, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+                t.moved.put(key, [0, ref.order[0], ref.order[1], *location],
+                            t.moved.get(key) is None)
                 queue.count += 1
                 self.counted.add(queue.id)
-                if msg.location not in targets:
-                    targets.append(msg.location)
+                moved += 1
+        if moved:
+            due.remaining = moved
+            self.tables.tx.put(tkey, due, fresh=True)
         for a in p.get("acks", ()):
             target = self._ack(a, sink)
-            if target is not None and target not in targets:
+            if target is not None and target != location:
                 targets.append(target)
+        live = self.tables.tx.get(tkey) if moved else None
+        if live is not None and live.remaining > 0:
+            live.ack_targets = targets
+            self.tables.tx.put(tkey, live)
+            return
+        if live is not None:
+            self.tables.tx.delete(tkey)
         if targets:
             sink.mark_dead_after(location, targets)
         else:

@@ -55,6 +55,11 @@ def relocate(image: StoreImage, moved: Mapping[Location, Location]) -> None:
             m.location = moved[m.location]
             t.msg.put(key, m)
     by_pos = {(o.segment, o.offset): n for o, n in moved.items()}
+    for key, where in t.moved.items():  # a head reference names the DUE record that put it
+        if len(where) > 3:
+            new = by_pos.get((where[3], where[4]))
+            if new is not None:
+                t.moved.put(key, [where[0], where[1], where[2], *new])
     for key, tx in list(t.tx.items()):  # few, and their keys change: read first
         new = by_pos.get(PAIR.unpack(key))
         tx.ack_targets = [moved.get(x, x) for x in tx.ack_targets]
