@@ -13,7 +13,8 @@ RAM; messages, references, each queue's order, references in delivery and TX rec
 tables over the index store (``recovery.entries``), so the image costs RAM only for what changed
 since the last index commit. Each queue keeps its count of references; ``seglive`` counts the
 locations the image holds per segment, so a check that every segment the image needs is present
-costs O(segments).
+costs O(segments). The folds that move references between a queue's parts (a scheduled
+buffer, the head, paged messages) are ``recovery.moves``'s.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from journal import Location
-from recovery.entries import (ID, PAIR, QUAD, TRIPLE, AddressImage, ImageTables, MessageImage,
-                              Order, PageState, QueueImage, RefImage, TxImage, below, order_key,
+from recovery.entries import (ID, PAIR, TRIPLE, AddressImage, ImageTables, MessageImage,
+                              Order, PageState, QueueImage, RefImage, TxImage, order_key,
                               ref_key, sched_key, tx_key)
 from recovery.errors import IndexInvalidError
 from recovery.ledger import AddressLedger
 from recovery.indexstore import MemoryIndex
+from recovery.moves import HEAD_SHIFT, ReferenceMoves, head_order
 from recovery.schema import RecordKind
 
 
@@ -39,22 +41,11 @@ class LivenessSink(Protocol):
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None: ...
 
 
-__all__ = ["AddressImage", "LivenessSink", "MessageImage", "NullSink", "Order", "PageState",
-           "QueueImage", "RefImage", "StoreImage", "TxImage"]
+__all__ = ["HEAD_SHIFT", "head_order", "AddressImage", "LivenessSink", "MessageImage",
+           "NullSink", "Order", "PageState", "QueueImage", "RefImage", "StoreImage", "TxImage"]
 
 
 _MESSAGE, _TX, _DUE = int(RecordKind.MESSAGE), int(RecordKind.TX), int(RecordKind.DUE)
-HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
-# the record, gets order key (0, l << HEAD_SHIFT | i): before every key from a message record
-# (LSN >= 1), after every head key of an earlier DUE record
-
-
-def head_order(lsn: int, i: int) -> Order:
-    """The order key of the ``i``-th reference a DUE record at ``lsn`` puts on its queue's
-    head (``i`` < 2**20)."""
-    return (0, (lsn << HEAD_SHIFT) | i)
-
-
 class NullSink:
     """A sink that ignores liveness (read-only inspection)."""
 
@@ -65,7 +56,7 @@ class NullSink:
         pass
 
 
-class StoreImage:
+class StoreImage(ReferenceMoves):
     """The durable state of a store.
 
     Args:
@@ -156,27 +147,6 @@ class StoreImage:
     def _put_ref(self, qid: int, ref: RefImage) -> None:
         """Write back a reference that stays where it is."""
         (self.tables.sched if ref.at else self.tables.qref).put(self._key(qid, ref), ref)
-
-    def scheduled_refs(self, qid: int, upto: Optional[int] = None, limit: int = 1024,
-                       after: Optional[RefImage] = None) -> List[RefImage]:
-        """Up to ``limit`` references in queue ``qid``'s scheduled buffer, in due order (equal
-        times in order-key order), due at ``upto`` ms at the latest (``None``: any time),
-        after reference ``after`` (from the first when ``None``)."""
-        start = QUAD.pack(qid, 0, 0, 0) if after is None else \
-            self._key(qid, after) + b"\x00"
-        stop = QUAD.pack(qid + 1, 0, 0, 0) if upto is None or upto >= (1 << 64) - 1 else \
-            QUAD.pack(qid, upto + 1, 0, 0)
-        return [ref for _key, ref in self.tables.sched.range(start, stop, limit)]
-
-    def all_scheduled(self, qid: int) -> Iterator[RefImage]:
-        """Every reference in queue ``qid``'s scheduled buffer, in due order (in chunks)."""
-        after: Optional[RefImage] = None
-        while True:
-            chunk = self.scheduled_refs(qid, None, 1024, after)
-            yield from chunk
-            if len(chunk) < 1024:
-                return
-            after = chunk[-1]
 
     def queue_refs(self, qid: int, after: Optional[Order] = None, limit: int = 1024
                    ) -> List[RefImage]:
@@ -338,16 +308,6 @@ class StoreImage:
             counted.add(queue.id)
         return True
 
-    def _schedule(self, queue: QueueImage, ref: RefImage, mid: int) -> None:
-        """Put ``ref`` (not in any table now, ``ref.at`` set) in ``queue``'s scheduled
-        buffer."""
-        t = self.tables
-        t.sched.put(sched_key(queue.id, ref.at, ref.order), ref, True)
-        key = ref_key(queue.id, mid)
-        t.moved.put(key, [ref.at, ref.order[0], ref.order[1]], t.moved.get(key) is None)
-        queue.scheduled += 1
-        self.counted.add(queue.id)
-
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
         or ``None`` when there was nothing to remove."""
@@ -391,20 +351,6 @@ class StoreImage:
             t.moved.delete(key)
             if where is not None and len(where) > 3:  # moved there by a DUE record
                 self._due_gone(Location(*where[3:6]))
-
-    def _due_gone(self, location: Location) -> None:
-        """One reference a DUE record put on a head left it: the record is dead once none
-        is left (as a TX record with its messages), then waits for what its acks cancel."""
-        tkey = tx_key(location)
-        due = self.tables.tx.get(tkey)
-        if due is None:
-            return
-        due.remaining -= 1
-        if due.remaining > 0 or not self._tx_done(location):
-            self.tables.tx.put(tkey, due)
-            return
-        self.tables.tx.delete(tkey)
-        self._sink.mark_dead_after(location, due.ack_targets)
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1
@@ -466,97 +412,6 @@ class StoreImage:
             self._schedule(queue, ref, mid)
             return
         self._put_ref(qid, ref)
-
-    def _due(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink
-             ) -> None:
-        """Scheduled references that came due join the head of their queue, in the record's
-        order (``head_order``), then the acks the queue's policies decided apply (a full ring
-        removes the scheduled message itself, seed 000 §3). The record lives until every
-        reference it moved has left that head, then until every record its acks cancel is
-        gone: counted in the ``tx`` table as a TX record is (each moved reference's ``moved``
-        entry names the record), so a big due backlog costs index entries, not RAM."""
-        queue = self.queues.get(int(p["q"]))
-        targets: List[Location] = []
-        moved = 0
-        tkey = tx_key(location)
-        due = TxImage(0, [])
-        if queue is not None:
-            t = self.tables
-            for i, mid in enumerate(p.get("m", ())):
-                msg = self.message(int(mid))
-                ref = self.ref(queue.id, int(mid), msg) if msg is not None else None
-                if ref is None or msg is None or not ref.at:
-                    continue
-                self._unplace(queue, ref, msg)
-                ref.at = 0
-                ref.order = head_order(lsn, i)
-                t.qref.put(order_key(queue.id, ref.order), ref, True)
-                key = ref_key(queue.id, ref.mid)
-                t.moved.put(key, [0, ref.order[0], ref.order[1], *location],
-                            t.moved.get(key) is None)
-                queue.count += 1
-                self.counted.add(queue.id)
-                moved += 1
-        if moved:
-            due.remaining = moved
-            self.tables.tx.put(tkey, due, fresh=True)
-        for a in p.get("acks", ()):
-            target = self._ack(a, sink)
-            if target is not None and target != location:
-                targets.append(target)
-        live = self.tables.tx.get(tkey) if moved else None
-        if live is not None and live.remaining > 0:
-            live.ack_targets = targets
-            self.tables.tx.put(tkey, live)
-            return
-        if live is not None:
-            self.tables.tx.delete(tkey)
-        if targets:
-            sink.mark_dead_after(location, targets)
-        else:
-            sink.mark_dead([location])
-
-    def _depage(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
-        """The address's paged messages up to ``upto`` join their queues (they count in its
-        size again), then the acks the queues' policies decided apply. The record lives until
-        every message it moved and every record its acks cancel is gone: a rebuild must see
-        those messages on their queues, not paged."""
-        address = p["addr"]
-        upto = (int(p["upto"][0]), int(p["upto"][1]))
-        state = self.ledger.pages.get(address)
-        targets: List[Location] = []
-        if state is not None and upto >= state.start:
-            moved: Dict[int, MessageImage] = {}
-            for queue in [q for q in self.queues.values() if q.address == address]:
-                self.counted.add(queue.id)
-                after = order_key(queue.id, below(state.start))
-                prefix = ID.pack(queue.id)
-                while True:
-                    chunk = self.tables.qref.scan(prefix, after, 1024)
-                    for key, ref in chunk:
-                        if (PAIR.unpack(key[8:])) > upto:
-                            chunk = []
-                            break
-                        queue.paged -= 1
-                        if ref.mid not in moved:
-                            msg = self.message(ref.mid)
-                            if msg is not None:
-                                moved[ref.mid] = msg
-                    if len(chunk) < 1024:
-                        break
-                    after = chunk[-1][0]
-            self.ledger.depaged(address, upto, list(moved.values()))
-            for msg in moved.values():
-                if msg.location not in targets:
-                    targets.append(msg.location)
-        for a in p.get("acks", ()):
-            target = self._ack(a, sink)
-            if target is not None and target not in targets:
-                targets.append(target)
-        if targets:
-            sink.mark_dead_after(location, targets)
-        else:
-            sink.mark_dead([location])
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same

@@ -1,0 +1,194 @@
+"""Folds of the records that move references between the parts of a durable queue, and reads
+of its scheduled buffer; ``StoreImage`` (``recovery.image``) inherits them.
+
+- A MESSAGE record with a due time (``"at"``) puts its references in the queues' scheduled
+  buffers: the ``sched`` table, in due order, each noted in the ``moved`` table (seed 000 §3).
+- A DUE record puts scheduled references on the head of their queue (order keys
+  ``head_order``); it lives, counted in the ``tx`` table like a TX record, until every
+  reference it moved has left that head.
+- A DEPAGE record puts an address's paged references on their queues (seed 000 §4).
+
+The methods use the image's tables and its reference bookkeeping (``_unplace``, ``_ack``,
+``_tx_done``): they are part of ``StoreImage``, kept apart to keep each module to one subject.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Mapping, Optional
+
+from journal import Location
+from recovery.entries import (ID, PAIR, QUAD, MessageImage, Order, QueueImage, RefImage,
+                              TxImage, below, order_key, ref_key, sched_key, tx_key)
+
+HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
+# the record, gets order key (0, l << HEAD_SHIFT | i): before every key from a message record
+# (LSN >= 1), after every head key of an earlier DUE record
+
+
+def head_order(lsn: int, i: int) -> Order:
+    """The order key of the ``i``-th reference a DUE record at ``lsn`` puts on its queue's
+    head (``i`` < 2**20)."""
+    return (0, (lsn << HEAD_SHIFT) | i)
+
+
+class ReferenceMoves:
+    """The folds that move references (a mixin of ``StoreImage``; see the module docstring)."""
+
+    tables: Any
+    queues: Dict[int, QueueImage]
+    ledger: Any
+    counted: set
+    _sink: Any
+
+    def message(self, mid: int) -> Optional[MessageImage]: ...  # StoreImage's
+
+    def ref(self, qid: int, mid: int, msg: Optional[MessageImage] = None
+            ) -> Optional[RefImage]: ...
+
+    def _key(self, qid: int, ref: RefImage) -> bytes: ...
+
+    def _unplace(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage]
+                 ) -> None: ...
+
+    def _ack(self, p: Mapping[str, Any], sink: Any) -> Optional[Location]: ...
+
+    def _tx_done(self, location: Location) -> bool: ...
+
+    def scheduled_refs(self, qid: int, upto: Optional[int] = None, limit: int = 1024,
+                       after: Optional[RefImage] = None) -> List[RefImage]:
+        """Up to ``limit`` references in queue ``qid``'s scheduled buffer, in due order (equal
+        times in order-key order), due at ``upto`` ms at the latest (``None``: any time),
+        after reference ``after`` (from the first when ``None``)."""
+        start = QUAD.pack(qid, 0, 0, 0) if after is None else \
+            self._key(qid, after) + b"\x00"
+        stop = QUAD.pack(qid + 1, 0, 0, 0) if upto is None or upto >= (1 << 64) - 1 else \
+            QUAD.pack(qid, upto + 1, 0, 0)
+        return [ref for _key, ref in self.tables.sched.range(start, stop, limit)]
+
+    def all_scheduled(self, qid: int) -> Iterator[RefImage]:
+        """Every reference in queue ``qid``'s scheduled buffer, in due order (in chunks)."""
+        after: Optional[RefImage] = None
+        while True:
+            chunk = self.scheduled_refs(qid, None, 1024, after)
+            yield from chunk
+            if len(chunk) < 1024:
+                return
+            after = chunk[-1]
+
+    def _schedule(self, queue: QueueImage, ref: RefImage, mid: int) -> None:
+        """Put ``ref`` (not in any table now, ``ref.at`` set) in ``queue``'s scheduled
+        buffer."""
+        t = self.tables
+        t.sched.put(sched_key(queue.id, ref.at, ref.order), ref, True)
+        key = ref_key(queue.id, mid)
+        t.moved.put(key, [ref.at, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+        queue.scheduled += 1
+        self.counted.add(queue.id)
+
+    def _due_gone(self, location: Location) -> None:
+        """One reference a DUE record put on a head left it: the record is dead once none
+        is left (as a TX record with its messages), then waits for what its acks cancel."""
+        tkey = tx_key(location)
+        due = self.tables.tx.get(tkey)
+        if due is None:
+            return
+        due.remaining -= 1
+        if due.remaining > 0 or not self._tx_done(location):
+            self.tables.tx.put(tkey, due)
+            return
+        self.tables.tx.delete(tkey)
+        self._sink.mark_dead_after(location, due.ack_targets)
+
+    def _due(self, p: Mapping[str, Any], location: Location, lsn: int, sink: Any
+             ) -> None:
+        """Scheduled references that came due join the head of their queue, in the record's
+        order (``head_order``), then the acks the queue's policies decided apply (a full ring
+        removes the scheduled message itself, seed 000 §3). The record lives until every
+        reference it moved has left that head, then until every record its acks cancel is
+        gone: counted in the ``tx`` table as a TX record is (each moved reference's ``moved``
+        entry names the record), so a big due backlog costs index entries, not RAM."""
+        queue = self.queues.get(int(p["q"]))
+        targets: List[Location] = []
+        moved = 0
+        tkey = tx_key(location)
+        due = TxImage(0, [])
+        if queue is not None:
+            t = self.tables
+            for i, mid in enumerate(p.get("m", ())):
+                msg = self.message(int(mid))
+                ref = self.ref(queue.id, int(mid), msg) if msg is not None else None
+                if ref is None or msg is None or not ref.at:
+                    continue
+                self._unplace(queue, ref, msg)
+                ref.at = 0
+                ref.order = head_order(lsn, i)
+                t.qref.put(order_key(queue.id, ref.order), ref, True)
+                key = ref_key(queue.id, ref.mid)
+                t.moved.put(key, [0, ref.order[0], ref.order[1], *location],
+                            t.moved.get(key) is None)
+                queue.count += 1
+                self.counted.add(queue.id)
+                moved += 1
+        if moved:
+            due.remaining = moved
+            self.tables.tx.put(tkey, due, fresh=True)
+        for a in p.get("acks", ()):
+            target = self._ack(a, sink)
+            if target is not None and target != location:
+                targets.append(target)
+        live = self.tables.tx.get(tkey) if moved else None
+        if live is not None and live.remaining > 0:
+            live.ack_targets = targets
+            self.tables.tx.put(tkey, live)
+            return
+        if live is not None:
+            self.tables.tx.delete(tkey)
+        if targets:
+            sink.mark_dead_after(location, targets)
+        else:
+            sink.mark_dead([location])
+
+    def _depage(self, p: Mapping[str, Any], location: Location, sink: Any) -> None:
+        """The address's paged messages up to ``upto`` join their queues (they count in its
+        size again), then the acks the queues' policies decided apply. The record lives until
+        every message it moved and every record its acks cancel is gone: a rebuild must see
+        those messages on their queues, not paged."""
+        address = p["addr"]
+        upto = (int(p["upto"][0]), int(p["upto"][1]))
+        state = self.ledger.pages.get(address)
+        targets: List[Location] = []
+        if state is not None and upto >= state.start:
+            moved: Dict[int, MessageImage] = {}
+            for queue in [q for q in self.queues.values() if q.address == address]:
+                self.counted.add(queue.id)
+                after = order_key(queue.id, below(state.start))
+                prefix = ID.pack(queue.id)
+                while True:
+                    chunk = self.tables.qref.scan(prefix, after, 1024)
+                    for key, ref in chunk:
+                        if (PAIR.unpack(key[8:])) > upto:
+                            chunk = []
+                            break
+                        queue.paged -= 1
+                        if ref.mid not in moved:
+                            msg = self.message(ref.mid)
+                            if msg is not None:
+                                moved[ref.mid] = msg
+                    if len(chunk) < 1024:
+                        break
+                    after = chunk[-1][0]
+            self.ledger.depaged(address, upto, list(moved.values()))
+            for msg in moved.values():
+                if msg.location not in targets:
+                    targets.append(msg.location)
+        for a in p.get("acks", ()):
+            target = self._ack(a, sink)
+            if target is not None and target not in targets:
+                targets.append(target)
+        if targets:
+            sink.mark_dead_after(location, targets)
+        else:
+            sink.mark_dead([location])
+
+
+__all__ = ["HEAD_SHIFT", "ReferenceMoves", "head_order"]
