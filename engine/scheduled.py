@@ -70,9 +70,10 @@ class ScheduledBuffer:
 
     def next_due(self) -> Optional[int]:
         """The earliest due time (ms since the epoch), or ``None`` when empty."""
-        if not self._known:
+        if not self._known:  # read once after each change (a receive asks every time)
             assert self.reader is not None
-            first = self.reader.scheduled(self.queue.id, None, 1)
+            first = self.reader.scheduled(self.queue.id, None, 1) \
+                if self.reader.scheduled_count(self.queue.id) else []
             self._first = first[0][1].at if first else None
             self._known = True
         mem = self.heap[0][0] if self.heap else None
