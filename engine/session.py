@@ -6,6 +6,10 @@ returns every message received in the transaction to the head of its queue, deli
 (seed 000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
 for a message (``receive_nowait()`` does not); a consumer's window bounds the deliveries it holds
 unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
+
+Why over 500 lines: a delivery settles (ack, reject, release) through its session's bookkeeping
+of what it received, and a consumer's waits through the same; split by class, each module would
+reach into another's private state.
 """
 
 from __future__ import annotations
