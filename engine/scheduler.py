@@ -12,6 +12,7 @@ only matters for consumers asleep in ``receive``.
 from __future__ import annotations
 
 import threading
+import weakref
 from typing import Callable, List, Optional
 
 from engine.core import BrokerCore
@@ -35,9 +36,17 @@ class Scheduler:
     """
 
     def __init__(self, broker: BrokerCore) -> None:
-        self.broker = broker
+        self._broker = weakref.ref(broker)  # the thread must not keep a dropped broker alive
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
+
+    @property
+    def broker(self) -> BrokerCore:
+        """The broker (it owns this scheduler, so it is alive while its methods are called)."""
+        broker = self._broker()
+        if broker is None:
+            raise IllegalStateError("the broker is gone")
+        return broker
 
     def start(self) -> None:
         """Start the thread (once, after the broker opened)."""
@@ -50,8 +59,10 @@ class Scheduler:
         self._wake.set()
 
     def _run(self) -> None:
-        broker = self.broker
-        while True:
+        while True:  # holds the broker only while it looks: one never closed can be collected
+            broker = self._broker()
+            if broker is None:
+                return
             with broker.lock:
                 try:
                     broker.check_open()
@@ -60,6 +71,7 @@ class Scheduler:
                 times = [t for t in (q.scheduled.next_due() for q in broker.queues.values())
                          if t is not None]
             delay = MAX_SLEEP if not times else (min(times) - broker.now_ms()) / 1000.0
+            del broker
             if delay > 0:
                 self._wake.wait(min(delay, MAX_SLEEP))
                 self._wake.clear()

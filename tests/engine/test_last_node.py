@@ -12,9 +12,20 @@ import pytest
 
 from engine import Broker, Message, QueueConfig
 from engine.errors import InvalidArgumentError
-from journal import SimulatedFileSystem
+from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 from tools.offline import iter_entries
+
+OPTS = JournalOptions(segment_size=64 << 10)  # simulated files live in RAM: keep them small
+STORES: List["Store"] = []
+
+
+@pytest.fixture(autouse=True)
+def close_stores():  # type: ignore[no-untyped-def]
+    """Close what each test opened (a simulated store holds its files in RAM)."""
+    yield
+    while STORES:
+        STORES.pop().broker.close()
 
 
 class Store:
@@ -23,9 +34,11 @@ class Store:
     def __init__(self) -> None:
         self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
         self.broker = self.open()
+        STORES.append(self)
 
     def open(self) -> Broker:
-        return Broker.open("/s", fs=self.fs, index=self.index, expiry_scan_ms=0)
+        return Broker.open("/s", fs=self.fs, index=self.index, expiry_scan_ms=0,
+                           journal_options=OPTS)
 
     def power_loss(self, keep_unsynced: bool = False, seed: int = 0) -> Broker:
         """Power is cut: the journal keeps what was synced (and maybe more), the index its
