@@ -78,12 +78,10 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     that came due before are consumed: later ones would join behind those anyway."""
     now = broker.now_ms()
     nxt = queue.scheduled.next_due()
-    if nxt is not None and nxt <= now and not queue.non_destructive:
-        head = queue.first()
+    if nxt is not None and nxt <= now:
+        head = None if queue.non_destructive else queue.first()
         if head is None or head.order[0] != 0:
             promote_due(broker, queue, now)
-    elif nxt is not None and nxt <= now:
-        promote_due(broker, queue, now)
     refs: List[MessageRef] = []
     records = []
     expired: List[MessageRef] = []

@@ -381,11 +381,7 @@ class Session:
     def _settle_begin(self, d: Delivery, reason: str) -> Optional[Ticket]:
         broker = self.broker
         with broker.lock:
-            broker.check_open()
-            if d.state != "delivered":
-                raise IllegalStateError(f"the delivery is {d.state}; it cannot be settled again")
-            if self.closed:
-                raise IllegalStateError("the session is closed")
+            self._check_unsettled(d, "settled again")
             if self.transacted:
                 object.__setattr__(d, "state", "acked-in-tx")
                 object.__setattr__(d, "_reason", reason)
@@ -402,14 +398,18 @@ class Session:
             autocreate.maybe_delete(broker, queue)
             return ticket
 
+    def _check_unsettled(self, d: Delivery, verb: str) -> None:
+        """Raise unless ``d`` may be settled or released now (lock held)."""
+        self.broker.check_open()
+        if d.state != "delivered":
+            raise IllegalStateError(f"the delivery is {d.state}; it cannot be {verb}")
+        if self.closed:
+            raise IllegalStateError("the session is closed")
+
     def _release_begin(self, d: Delivery) -> Optional[Ticket]:
         broker = self.broker
         with broker.lock:
-            broker.check_open()
-            if d.state != "delivered":
-                raise IllegalStateError(f"the delivery is {d.state}; it cannot be released")
-            if self.closed:
-                raise IllegalStateError("the session is closed")
+            self._check_unsettled(d, "released")
             object.__setattr__(d, "state", "released")
             self._forget(d)
             return ops.cancel(broker, [d._ref])

@@ -6,7 +6,7 @@ Subcommands live in their own modules; this module only wires them together. Exi
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import click
 from rich.console import Console
@@ -88,10 +88,7 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
     """RSS, reopen and rebuild time, and throughput with large backlogs, as ratios."""
     from tools.bench_memory import run
 
-    try:
-        wanted = [int(x) for x in sizes.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter("sizes are whole numbers separated by commas") from None
+    wanted = _sizes(sizes)
     with console.status("measuring...") as status:
         rows = run(wanted, directory, lambda m: status.update(m))
     t = Table(title="1 KiB durable messages, default 64 MiB budget (one run, same disk)",
@@ -133,6 +130,14 @@ def bench_memory(sizes: str, directory: Optional[str]) -> None:
                   f"{rebuild}")
 
 
+def _sizes(text: str) -> List[int]:
+    """The ``--sizes`` option's numbers. Raises click.BadParameter (exit 2)."""
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("sizes are whole numbers separated by commas") from None
+
+
 def _ratios(r: Any, rate: str) -> str:
     """``backlog rate / empty rate`` in the filling process | after the reopen."""
     return f"{r.ratio('fill', rate):.2f} | {r.ratio('reopen', rate):.2f}"
@@ -148,10 +153,7 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
     plain backlog's."""
     from tools.bench_scheduled import run
 
-    try:
-        wanted = [int(x) for x in sizes.split(",") if x.strip()]
-    except ValueError:
-        raise click.BadParameter("sizes are whole numbers separated by commas") from None
+    wanted = _sizes(sizes)
     with console.status("measuring...") as status:
         rows = run(wanted, directory, lambda m: status.update(m))
     t = Table(title="durable 100-byte messages scheduled over one day, one queue, default "
