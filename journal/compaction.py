@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
 import msgpack
+from pyroaring import BitMap64
 
 from journal.core import JournalCore
 from journal.errors import JournalIOError
@@ -155,7 +156,7 @@ def compact(journal: JournalCore, force: bool) -> CompactionReport:
             inputs.append(s)
         total = sum(s.total_bytes for s in inputs)
         live = sum(s.live_bytes for s in inputs)
-        snapshot = {s.sequence: set(s.dead) for s in inputs}
+        snapshot = {s.sequence: s.dead.copy() for s in inputs}
         later = [s.sequence for s in j._segments.values() if s.sequence > inputs[-1].sequence] \
             if inputs else []
         limit_seq = min(later) if later else j._active.sequence
@@ -245,7 +246,7 @@ def _discard(j: JournalCore, outputs: List[Tuple[SegmentInfo, List[Tuple[Record,
             pass  # removed at the next open (rolled back)
 
 
-def _install(j: JournalCore, inputs: List[SegmentInfo], snapshot: Dict[int, Set[int]],
+def _install(j: JournalCore, inputs: List[SegmentInfo], snapshot: Dict[int, BitMap64],
              outputs: List[SegmentInfo], relocations: Dict[Location, Location]) -> None:
     """Swap the in-memory table; carry over dead marks made during the copy; move pins of
     copied records, release pins of records left out."""
@@ -263,10 +264,10 @@ def _install(j: JournalCore, inputs: List[SegmentInfo], snapshot: Dict[int, Set[
                 if new is not None:
                     late_dead.append(new)
         live.relocate_tombstones(relocations)
-        freed = [tomb for info in inputs for tomb in live.segment_gone(info.sequence,
-                                                                        relocations)]
-        for loc in late_dead + freed:
-            live._kill(relocations.get(loc, loc))
+        for info in inputs:
+            live.segment_gone(info.sequence, relocations)
+        for loc in late_dead:
+            live._kill(loc)
     for info in inputs:
         try:
             j._fs.close(info.handle)

@@ -8,39 +8,63 @@ keeps pinning). A target in the tombstone's own segment stops pinning as soon as
 because a dead pair in one segment is deleted, or left out by compaction, together. Segments are
 deleted oldest first.
 
+Bounded memory (issue 13): the bookkeeping stays small when a million records die out of
+journal order (a scheduled backlog drained in due order, acks of a shared message):
+
+- a segment's dead marks are a compressed bitmap of offsets (``pyroaring.BitMap64``, about 2
+  bytes per dead record), stored in the index as one value per segment;
+- a dead target in another segment pins only as "a dead record in segment S" (a marker
+  ``Location(S, -1, 0)``): nothing about it changes until S leaves;
+- a tombstone whose one pin is such a marker lives packed in ``journal.waits.WaitGroups``
+  (8 bytes); only tombstones with live targets or several pins keep per-record objects.
+
 Two brakes serve the index above: ``deferred`` (no deletion while a replay is reading segments)
 and ``horizon`` (no deletion or compaction of a segment holding an LSN above it: an index
 checkpoint older than a tombstone must still find the tombstone in the journal's tail).
-``export_changes``/``restore_state`` carry dead marks and pins across a reopen, one entry per
-dead record, so an index commit writes only the marks made since the last one.
+``export_changes``/``restore_state`` carry dead marks and pins across a reopen; an index commit
+writes only what changed since the last one.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
+from pyroaring import BitMap64
+
 from journal.core import JournalCore
 from journal.errors import JournalIOError
 from journal.segment import Location, SegmentInfo
+from journal.waits import LENGTH_MASK, SHIFT, WaitGroups, chunk_values, packable, unpack
+
+
+def marker(segment: int) -> Location:
+    """The pseudo target "a dead record in ``segment``": it pins until the segment leaves."""
+    return Location(segment, -1, 0)
 
 
 class Liveness:
     """Dead-record bookkeeping and segment reclaim of one journal (internal; every method that
-    changes state expects the journal lock held, except the public entry points)."""
+    changes state expects the journal lock held, except the public entry points).
+
+    Attributes:
+        pins: tombstone -> what it waits for (live targets, markers), for tombstones not in
+            ``waits``.
+        waits: tombstones whose one pin is a marker, packed.
+    """
 
     def __init__(self, journal: JournalCore) -> None:
         self._j = journal
         self.pins: Dict[Location, Set[Location]] = {}          # tombstone -> targets
         self.by_target: Dict[Location, Set[Location]] = {}     # target -> tombstones
         self.targets_in: Dict[int, Set[Location]] = {}         # segment -> pinned targets
-        self.dead_lengths: Dict[Tuple[int, int], int] = {}
+        self.waits = WaitGroups()
         self.deleted_segments = 0
         self.deferred = False
         self.horizon: Optional[int] = None
-        # since export_changes: dead marks made (not stored yet), stored dead marks whose
-        # segment left (to remove from the store), pins changed
-        self.unsaved_dead: Set[Tuple[int, int]] = set()
-        self.unsaved_gone: Set[Tuple[int, int]] = set()
+        # since export_changes: segments whose dead marks changed, segments that left the
+        # journal (their stored marks and waits go), tombstones whose pins changed
+        self.dirty_dead: Set[int] = set()
+        self.gone: Set[int] = set()
         self.changed_pins: Set[Location] = set()
         # every segment whose records may all be dead: reclaim looks only at these, so it
         # costs O(candidates), not O(segments), per call (segments join when their last
@@ -59,33 +83,47 @@ class Liveness:
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
         """See ``Journal.mark_dead_after``."""
         with self._j._lock:
-            if self._pin(location, targets):
-                self.changed_pins.add(location)
+            self._pin(location, targets)
         if not self.deferred:
             self.reclaim()
 
     def _pin(self, tomb: Location, targets: Iterable[Location]) -> bool:
         """Keep ``tomb`` live while any of ``targets`` still needs it; kill it when none
         does. Returns whether it pins (lock held)."""
-        waiting = {t for t in targets if self._still_pins(tomb, t)}
+        segments = self._j._segments
+        waiting: Set[Location] = set()
+        for t in targets:
+            info = segments.get(t.segment)
+            if info is None:
+                continue  # already gone
+            if t.offset < 0 or t.offset in info.dead:
+                if t.segment != tomb.segment:
+                    waiting.add(marker(t.segment))
+            else:
+                waiting.add(t)
         if not waiting:
             self._kill(tomb)
             return False
+        self._hold(tomb, waiting)
+        return True
+
+    def _hold(self, tomb: Location, waiting: Set[Location]) -> None:
+        """``tomb`` waits for ``waiting`` (live targets, markers; not empty)."""
+        if len(waiting) == 1 and tomb not in self.pins and packable(tomb):
+            (only,) = waiting
+            if only.offset < 0:
+                self.waits.add(only.segment, tomb)
+                return
         self.pins[tomb] = waiting
+        self.changed_pins.add(tomb)
         for t in waiting:
             self.by_target.setdefault(t, set()).add(tomb)
             self.targets_in.setdefault(t.segment, set()).add(t)
-        return True
-
-    def _still_pins(self, tomb: Location, target: Location) -> bool:
-        info = self._j._segments.get(target.segment)
-        if info is None:
-            return False  # already gone
-        return not (target.segment == tomb.segment and target.offset in info.dead)
 
     def _kill(self, loc: Location, stored: bool = False) -> None:
-        """Mark one record dead, and free same-segment tombstones it pinned. ``stored``: the
-        mark comes from the index (``restore_state``), so it is not written back."""
+        """Mark one record dead; free same-segment tombstones it pinned, and turn the pins of
+        tombstones elsewhere into markers. ``stored``: the mark comes from the index
+        (``restore_state``), so it is not written back."""
         todo = [loc]
         while todo:
             loc = todo.pop()
@@ -94,28 +132,47 @@ class Liveness:
                 continue
             info.dead.add(loc.offset)
             info.dead_bytes += loc.length
-            key = (loc.segment, loc.offset)
             if not stored:
-                self.unsaved_dead.add(key)
+                self.dirty_dead.add(loc.segment)
             stored = False  # tombstones freed on the way are new marks
-            self.dead_lengths[key] = loc.length
             if info.count == len(info.dead):
                 self.maybe_empty.add(loc.segment)
             for tomb in list(self.by_target.get(loc, ())):
                 if tomb.segment == loc.segment:
                     todo.extend(self._release_target(tomb, loc))
+                else:
+                    self._to_marker(tomb, loc)
+
+    def _to_marker(self, tomb: Location, target: Location) -> None:
+        """``target`` (in another segment than ``tomb``) died: ``tomb`` now waits only for its
+        segment to leave."""
+        waiting = self.pins.pop(tomb, None)
+        if waiting is None:  # pragma: no cover - a tombstone with a target is in pins
+            return
+        for t in waiting:
+            self._unindex(tomb, t)
+        waiting.discard(target)
+        waiting.add(marker(target.segment))
+        self._hold(tomb, waiting)
+        self.changed_pins.add(tomb)
+
+    def _unindex(self, tomb: Location, target: Location) -> None:
+        tombs = self.by_target.get(target)
+        if tombs is None:
+            return
+        tombs.discard(tomb)
+        if not tombs:
+            del self.by_target[target]
+            in_seg = self.targets_in.get(target.segment)
+            if in_seg is not None:
+                in_seg.discard(target)
+                if not in_seg:
+                    del self.targets_in[target.segment]
 
     def _release_target(self, tomb: Location, target: Location) -> List[Location]:
         """Drop ``target`` from ``tomb``'s pins; return ``[tomb]`` if it is now free."""
+        self._unindex(tomb, target)
         waiting = self.pins.get(tomb)
-        tombs = self.by_target.get(target)
-        if tombs is not None:
-            tombs.discard(tomb)
-            if not tombs:
-                del self.by_target[target]
-                in_seg = self.targets_in.get(target.segment)
-                if in_seg is not None:
-                    in_seg.discard(target)
         if waiting is None:
             return []
         waiting.discard(target)
@@ -125,14 +182,14 @@ class Liveness:
         del self.pins[tomb]
         return [tomb]
 
-    def segment_gone(self, seq: int, moved: Mapping[Location, Location]) -> List[Location]:
+    def segment_gone(self, seq: int, moved: Mapping[Location, Location]) -> None:
         """Segment ``seq`` left the journal: pinned targets in it that ``moved`` (compaction
-        copied them) keep pinning at their new place; the rest are gone, freeing tombstones.
-        Returns the tombstones now free (the caller kills them, lock held)."""
+        copied them) keep pinning at their new place; the rest are gone, and tombstones that
+        waited only for them die (lock held)."""
         free: List[Location] = []
         for target in list(self.targets_in.pop(seq, ())):
             tombs = self.by_target.pop(target, set())
-            new = moved.get(target)
+            new = moved.get(target) if target.offset >= 0 else None
             for tomb in tombs:
                 waiting = self.pins.get(tomb)
                 if waiting is None:
@@ -146,7 +203,30 @@ class Liveness:
                 elif not waiting:
                     del self.pins[tomb]
                     free.append(tomb)
-        return free
+        for tomb in free:
+            self._kill(tomb)
+        for st, packed in self.waits.pop_segment(seq):
+            self._kill_packed(st, packed)
+
+    def _kill_packed(self, segment: int, packed: Iterable[int]) -> None:
+        """Kill packed tombstones of ``segment`` (they waited for a segment that left)."""
+        info = self._j._segments.get(segment)
+        if info is None:
+            return
+        dead = info.dead
+        targets_here = self.targets_in.get(segment)
+        for p in packed:
+            off = p >> SHIFT
+            if off in dead:
+                continue
+            if targets_here:  # a tombstone that is itself a pinned target: the long way
+                self._kill(unpack(segment, p))
+                continue
+            dead.add(off)
+            info.dead_bytes += p & LENGTH_MASK
+        self.dirty_dead.add(segment)
+        if info.count == len(dead):
+            self.maybe_empty.add(segment)
 
     def relocate_tombstones(self, moved: Mapping[Location, Location]) -> None:
         """Compaction copied pinned tombstones: key their pins by the new locations."""
@@ -161,6 +241,13 @@ class Liveness:
                 if tombs is not None:
                     tombs.discard(old)
                     tombs.add(new)
+        sources = {old.segment for old in moved}
+        if sources & self.waits.by_tomb_segment.keys():
+            by_old = {(o.segment, o.offset): n for o, n in moved.items()
+                      if o.segment in self.waits.by_tomb_segment}
+            lost = self.waits.relocate(sorted(sources),
+                                       lambda seg, off: by_old.get((seg, off)))
+            assert not lost, f"compaction left out waiting tombstones {lost[:3]}"
 
     # -- reclaim ------------------------------------------------------------------------------
     def reclaim(self) -> int:
@@ -183,8 +270,7 @@ class Liveness:
                 if victim is None:
                     return deleted
                 self.remove_segment(victim)
-                for tomb in self.segment_gone(victim.sequence, {}):
-                    self._kill(tomb)
+                self.segment_gone(victim.sequence, {})
             self._delete_file(victim)
             deleted += 1
             self.deleted_segments += 1
@@ -210,17 +296,12 @@ class Liveness:
 
     def remove_segment(self, info: SegmentInfo) -> None:
         """Segment ``info`` leaves the journal's table (deleted, or replaced by compaction):
-        its stored dead marks are to be removed from the index (lock held)."""
+        its stored dead marks and waits are to be removed from the index (lock held)."""
         seq = info.sequence
         del self._j._segments[seq]
         self.maybe_empty.discard(seq)
-        for off in info.dead:
-            key = (seq, off)
-            self.dead_lengths.pop(key, None)
-            if key in self.unsaved_dead:
-                self.unsaved_dead.discard(key)
-            else:
-                self.unsaved_gone.add(key)
+        self.dirty_dead.discard(seq)
+        self.gone.add(seq)
 
     def below_horizon(self, info: SegmentInfo) -> bool:
         """Whether segment ``info`` may be deleted or compacted under the horizon."""
@@ -242,63 +323,97 @@ class Liveness:
         except OSError as exc:
             raise JournalIOError(info.path, "delete segment", exc) from exc
 
+    def memory(self) -> Dict[str, int]:
+        """What the bookkeeping holds: dead marks, packed waits, tombstones in ``pins``."""
+        with self._j._lock:
+            return {"dead_marks": sum(len(i.dead) for i in self._j._segments.values()),
+                    "waiting_tombstones": self.waits.count, "pinned_tombstones": len(self.pins)}
+
     # -- persistence of the bookkeeping -------------------------------------------------------
     def export_changes(self) -> Dict[str, Any]:
-        """What changed since the last call, for an incremental index update: ``dead`` maps a
-        record's ``(segment, offset)`` to its frame length (a new dead mark) or ``None`` (a
-        stored mark whose segment is gone), ``pins`` a tombstone ``(segment, offset, length)``
-        to its target locations (``None``: it pins nothing any more). O(changes), not
-        O(state): a segment's older dead marks are not written again."""
+        """What changed since the last call, for an incremental index update. O(changes):
+
+        - ``dead``: segment -> ``(dead bytes, serialized BitMap64 of dead offsets)`` for the
+          segments whose marks changed (``None``: it has none any more);
+        - ``gone``: segments that left the journal: their stored marks and every stored wait
+          for them go;
+        - ``pins``: tombstone ``(segment, offset, length)`` -> its targets as
+          ``[segment, offset, length]`` lists (``None``: not in ``pins`` any more);
+        - ``waits``: ``WaitGroups.export``.
+        """
         with self._j._lock:
-            dead: Dict[Tuple[int, int], Optional[int]] = dict.fromkeys(self.unsaved_gone)
-            for key in self.unsaved_dead:
-                length = self.dead_lengths.get(key)
-                if length is not None:
-                    dead[key] = length
+            segments = self._j._segments
+            dead: Dict[int, Optional[Tuple[int, bytes]]] = {}
+            for seq in self.dirty_dead:
+                info = segments.get(seq)
+                if info is not None:
+                    dead[seq] = (info.dead_bytes, info.dead.serialize()) if info.dead else None
             pins: Dict[Tuple[int, int, int], Optional[List[List[int]]]] = {}
             for tomb in self.changed_pins:
                 targets = self.pins.get(tomb)
                 pins[tuple(tomb)] = None if not targets else [list(t) for t in sorted(targets)]
-            self.unsaved_dead = set()
-            self.unsaved_gone = set()
+            out = {"dead": dead, "gone": sorted(self.gone), "pins": pins,
+                   "waits": self.waits.export()}
+            self.dirty_dead = set()
+            self.gone = set()
             self.changed_pins = set()
-        return {"dead": dead, "pins": pins}
+        return out
 
     def requeue_changes(self, exported: Mapping[str, Any]) -> None:
         """Give back what ``export_changes`` returned when the index did not store it, so the
         next export has it again."""
         with self._j._lock:
-            for key, length in exported.get("dead", {}).items():
-                if length is None:
-                    self.unsaved_gone.add(key)
-                elif key in self.dead_lengths:
-                    self.unsaved_dead.add(key)
+            segments = self._j._segments
+            self.dirty_dead.update(s for s in exported.get("dead", {}) if s in segments)
+            self.gone.update(exported.get("gone", ()))
             self.changed_pins.update(Location(*t) for t in exported.get("pins", {}))
+            self.waits.requeue(exported.get("waits", {}), lambda s: s in segments)
 
-    def restore_state(self, state: Dict[str, Any]) -> None:
-        """Re-apply exported dead marks and pins (records in segments that are gone are
-        skipped; a tombstone whose targets are all gone is dead). In one pass under the lock;
-        afterwards only what differs from ``state`` counts as changed for ``export_changes``
-        (entries of segments now gone, pins that ended), so the next index commit does not
-        write the restored state back."""
+    def restore_state(self, state: Mapping[str, Any]) -> None:
+        """Re-apply stored dead marks and pins at open, before any record is folded. ``state``
+        holds iterables (read from the index as they are consumed):
+
+        - ``dead``: ``(segment, dead bytes, BitMap64 of dead offsets)``;
+        - ``dead_records``: ``(segment, offset, length)`` (an index written before dead marks
+          were bitmaps; they are written back in the new form);
+        - ``waits``: ``(waited-for segment, tombstone segment, chunk bytes)`` in key order;
+        - ``pins``: ``([segment, offset, length], [[segment, offset, length], ...])``.
+
+        Entries of segments now gone are dropped (and removed from the index at the next
+        commit); a tombstone whose targets are all gone is dead. Afterwards only what differs
+        from ``state`` counts as changed, so the next commit does not write it back."""
         j = self._j
         with j._lock:
             segments = j._segments
-            for seq, entries in state.get("dead", {}).items():
-                seq = int(seq)
-                if seq not in segments:
-                    self.unsaved_gone.update((seq, off) for off, _length in entries)
+            for seq, dead_bytes, bitmap in state.get("dead", ()):
+                info = segments.get(seq)
+                if info is None:
+                    self.gone.add(seq)
                     continue
-                for off, length in entries:
-                    self._kill(Location(seq, off, length), stored=True)
+                info.dead = bitmap
+                info.dead_bytes = dead_bytes
+                if info.count == len(info.dead):
+                    self.maybe_empty.add(seq)
+            for seq, off, length in state.get("dead_records", ()):
+                self._kill(Location(seq, off, length))
+            for sx, st, raw in state.get("waits", ()):
+                if st not in segments:
+                    self.waits.touch((sx, st), -1)
+                elif sx not in segments:
+                    self.gone.add(sx)
+                    self._kill_packed(st, chunk_values(raw))
+                else:
+                    self.waits.load(sx, st, raw)
             restored = []
-            for tomb_raw, targets_raw in state.get("pins", []):
+            for tomb_raw, targets_raw in state.get("pins", ()):
                 tomb = Location(*tomb_raw)
                 restored.append(tomb)
                 if tomb.segment not in segments:
                     continue
                 self._pin(tomb, (Location(*x) for x in targets_raw))  # a free one dies: new
-            self.changed_pins = {t for t in restored if t not in self.pins}
+            stored = set(restored)
+            self.changed_pins = {t for t in self.changed_pins if t not in stored}
+            self.changed_pins.update(t for t in restored if t not in self.pins)
         if not self.deferred:
             self.reclaim()
 
@@ -306,14 +421,13 @@ class Liveness:
         """Forget every dead mark and pin (before a full replay recomputes them)."""
         with self._j._lock:
             for info in self._j._segments.values():
-                self.unsaved_gone.update((info.sequence, off) for off in info.dead
-                                         if (info.sequence, off) not in self.unsaved_dead)
-                info.dead.clear()
+                if info.dead:
+                    self.dirty_dead.add(info.sequence)
+                info.dead = BitMap64()
                 info.dead_bytes = 0
                 self.watch(info)
-            self.unsaved_dead = set()
             self.changed_pins.update(self.pins)
             self.pins.clear()
             self.by_target.clear()
             self.targets_in.clear()
-            self.dead_lengths.clear()
+            self.waits.reset()

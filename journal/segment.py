@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import struct
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, NamedTuple, Optional, Set, Tuple
+from typing import Callable, Iterator, List, NamedTuple, Optional, Tuple
+
+from pyroaring import BitMap64
 
 from journal.crc import crc32c
 from journal.format import (FRAME_HEADER, FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE,
@@ -69,7 +71,8 @@ class SegmentInfo:
         written: byte offset up to which the writer has written records (readable data).
         last_lsn: LSN of the last record, ``first_lsn - 1`` when empty.
         count: number of records; total_bytes: their frame bytes.
-        dead: offsets of records reported dead; dead_bytes: their frame bytes.
+        dead: offsets of records reported dead (a compressed bitmap: about 2 bytes each);
+            dead_bytes: their frame bytes.
         sealed: no more appends go here and its data is durable.
         skips: (start, end) byte ranges skipped by salvage; readers jump over them.
     """
@@ -85,7 +88,7 @@ class SegmentInfo:
     last_lsn: int = 0
     count: int = 0
     total_bytes: int = 0
-    dead: Set[int] = field(default_factory=set)
+    dead: BitMap64 = field(default_factory=BitMap64)
     dead_bytes: int = 0
     sealed: bool = False
     skips: List[Tuple[int, int]] = field(default_factory=list)

@@ -23,8 +23,17 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
                                                        a queue's references in order
     busy     qid+mid       -> delivery location        references left in delivery
     tx       seg+offset    -> [remaining, ack targets] TX and DUE records still needed
-    jdead    seg+offset    -> length                  a dead record (one entry each)
-    jpin     seg+offset    -> [length, [targets]]      tombstones waiting for targets
+    jmarks   seg           -> [dead bytes, BitMap64]  a segment's dead records (offsets, as
+                                                       ``pyroaring`` serializes them)
+    jwait    seg+seg+chunk -> u64 array                tombstones of the second segment that
+                                                       wait only for the first to go, packed
+                                                       ``offset << 24 | length``
+                                                       (``journal.waits``)
+    jpin     seg+offset    -> [length, [targets]]      other tombstones waiting for targets
+                                                       (offset -1: a dead record of that
+                                                       segment)
+    jdead    seg+offset    -> length                  version 8's dead marks: read, then
+                                                       moved to ``jmarks``
     sched    qid+at+lsn+slot -> as qref, with at      a queue's scheduled buffer, in due order
     moved    qid+mid       -> [at, lsn, slot(, DUE loc)] references not at their message's order
                                                        key: scheduled (at > 0), or put on the
@@ -33,27 +42,34 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
                                                        ``tx`` entry counts them)
 
 Version 8 added ``sched``, ``moved`` and the queue entry's scheduled count; a version 7 index
-(none of them: nothing scheduled) is read as it is.
+(none of them: nothing scheduled) is read as it is. Version 9 keeps the journal's dead marks as
+one bitmap per segment (``jmarks``) and the common pins packed (``jwait``), so that neither
+costs RAM per record (issue 13); a version 8 index is read, and its ``jdead`` entries are
+rewritten in the new form at the first commit.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from pyroaring import BitMap64
 
 from journal import Location, SegmentSummary
 from recovery.errors import IndexInvalidError
 from recovery.entries import ID, PAIR, AddressImage, QueueImage
 from recovery.image import StoreImage
 from recovery.ledger import AddressLedger
-from recovery.indexstore import TABLES, Changes
+from recovery.indexstore import TABLES, Changes, Row
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 8
-READABLE = (7, 8)  # versions this code reads (7: written before scheduled messages)
+VERSION = 9
+READABLE = (7, 8, 9)  # versions this code reads (7: before scheduled messages, 8: before
+#                       dead marks were bitmaps)
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
+_WAIT = struct.Struct(">QQQ")
 
 
 @dataclass
@@ -128,17 +144,64 @@ def load(store: Any) -> Optional[Checkpoint]:
     if sum(q.count for q in img.queues.values()) != counts.get("qref", 0) or \
             sum(q.scheduled for q in img.queues.values()) != counts.get("sched", 0):
         raise IndexInvalidError("the queues' reference counts do not match the references")
-    dead: Dict[int, List[List[int]]] = {}
-    for k, v in store.range("jdead", b"", None):
-        seg, off = _LOC.unpack(k)
-        dead.setdefault(seg, []).append([off, unpack_value("jdead", k, v)])
-    pins = []
-    for k, v in store.range("jpin", b"", None):
-        seg, off = _LOC.unpack(k)
-        length, targets = unpack_value("jpin", k, v)
-        pins.append([[seg, off, length], targets])
     return Checkpoint(meta["lsn"], img, [SegmentSummary(*s) for s in meta["catalogue"]],
-                      {"dead": dead, "pins": pins}, dict(meta.get("extras") or {}))
+                      _liveness(store), dict(meta.get("extras") or {}))
+
+
+def _liveness(store: Any) -> Dict[str, Iterator[Any]]:
+    """The stored dead marks and pins in ``Liveness.restore_state``'s form, read as they are
+    consumed (a page of rows at a time: RAM does not hold a copy of the tables)."""
+    def dead() -> Iterator[Tuple[int, int, BitMap64]]:
+        for k, v in rows(store, "jmarks"):
+            dead_bytes, raw = unpack_value("jmarks", k, v)
+            try:
+                bitmap = BitMap64.deserialize(raw)
+            except Exception as exc:  # CRC-valid bytes pyroaring cannot read  # noqa: BLE001
+                raise IndexInvalidError(f"unreadable dead marks in the index: {exc}") from exc
+            yield ID.unpack(k)[0], dead_bytes, bitmap
+
+    def dead_records() -> Iterator[Tuple[int, int, int]]:
+        for k, v in rows(store, "jdead"):
+            seg, off = _LOC.unpack(k)
+            yield seg, off, unpack_value("jdead", k, v)
+
+    def waits() -> Iterator[Tuple[int, int, bytes]]:
+        for k, v in rows(store, "jwait"):
+            sx, st, _chunk = _WAIT.unpack(k)
+            yield sx, st, unpack_value("jwait", k, v)
+
+    def pins() -> Iterator[List[Any]]:
+        for k, v in rows(store, "jpin"):
+            seg, off = _LOC.unpack(k)
+            length, targets = unpack_value("jpin", k, v)
+            yield [[seg, off, length], targets]
+
+    return {"dead": dead(), "dead_records": dead_records(), "waits": waits(), "pins": pins()}
+
+
+def rows(store: Any, table: str, prefix: bytes = b"", page: int = 4096) -> Iterator[Row]:
+    """Every committed row of ``table`` whose key starts with ``prefix``, in key order, read
+    ``page`` rows at a time.
+
+    Raises:
+        IndexInvalidError: the store cannot be read.
+    """
+    stop = _after(prefix) if prefix else None
+    start = prefix
+    while True:
+        batch = store.range(table, start, stop, page)
+        yield from batch
+        if len(batch) < page:
+            return
+        start = batch[-1][0] + b"\x00"
+
+
+def _after(prefix: bytes) -> Optional[bytes]:
+    """The smallest key above every key starting with ``prefix`` (None: there is none)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def read_index(store: Any) -> Tuple[Optional[Checkpoint], str]:
@@ -184,16 +247,11 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
         if q is not None:
             k = ID.pack(q.id)
             out["queue"][k] = pack_value(k, _queue_value(q))
-    for (seq, off), length in liveness.get("dead", {}).items():
-        k = _LOC.pack(seq, off)
-        out["jdead"][k] = None if length is None else pack_value(k, length)
-    for tomb, targets in liveness.get("pins", {}).items():
-        k = _LOC.pack(tomb[0], tomb[1])
-        out["jpin"][k] = None if targets is None else pack_value(k, [tomb[2], targets])
+    _liveness_changes(store, liveness, out)
     counts = {t.name: t.count for t in image.tables.all()}
     counts.update(addr=len(image.addresses), queue=len(image.queues),
                   settings=len(image.settings))
-    for name in ("jdead", "jpin"):
+    for name in ("jdead", "jpin", "jmarks", "jwait"):
         n = store.entries(name)
         for k, v in out[name].items():
             there = store.get(name, k) is not None
@@ -205,6 +263,32 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
             "extras": dict(extras), **image.ledger.to_meta()}
     out["meta"][META_KEY] = pack_value(META_KEY, meta)
     return out
+
+
+def _liveness_changes(store: Any, liveness: Mapping[str, Any], out: Changes) -> None:
+    """Put ``Liveness.export_changes`` into ``out``: O(changes + stored rows of the segments
+    that left and of the packed groups rewritten), never O(dead records)."""
+    for seq, value in liveness.get("dead", {}).items():
+        k = ID.pack(seq)
+        out["jmarks"][k] = None if value is None else pack_value(k, [value[0], value[1]])
+    for (sx, st), (first, chunks) in liveness.get("waits", {}).items():
+        prefix = PAIR.pack(sx, st)
+        if first < 0:  # rewritten whole: the stored chunks go first
+            for k, _v in rows(store, "jwait", prefix):
+                out["jwait"][k] = None
+        for i, raw in enumerate(chunks, start=max(first, 0)):
+            k = _WAIT.pack(sx, st, i)
+            out["jwait"][k] = pack_value(k, raw)
+    for seq in liveness.get("gone", ()):
+        out["jmarks"][ID.pack(seq)] = None
+        for k, _v in rows(store, "jwait", ID.pack(seq)):
+            out["jwait"][k] = None
+    for tomb, targets in liveness.get("pins", {}).items():
+        k = _LOC.pack(tomb[0], tomb[1])
+        out["jpin"][k] = None if targets is None else pack_value(k, [tomb[2], targets])
+    if store.entries("jdead"):  # version 8's marks: restored into jmarks at open
+        for k, _v in rows(store, "jdead"):
+            out["jdead"][k] = None
 
 
 def committed(image: StoreImage) -> None:

@@ -25,6 +25,8 @@ from recovery.indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
 from recovery.lmdbcheck import DATA_FILE, LEGACY_FILES, precheck
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
+RELEASE_AFTER = 2048  # entries changed by one commit above which LMDB's page cache is released
+UNMAP_AFTER_READS = 4096  # reads after which the index pages mapped in are dropped from RSS
 MADV_DONTNEED = 4  # Linux
 
 
@@ -73,6 +75,7 @@ class LmdbIndex(IndexStore):
         self.directory = directory
         self.read_only = read_only
         self._env = None
+        self._reads = 0
         self._dbs: Dict[str, object] = {}
         self._rtxn = None
         if not read_only:
@@ -133,10 +136,20 @@ class LmdbIndex(IndexStore):
             self._rtxn.abort()
             self._rtxn = None
 
+    def _read(self) -> None:
+        """Count a read; every ``UNMAP_AFTER_READS`` reads, drop the index pages they mapped
+        in (see ``_unmap``): random reads between two commits (a drain in due order looks up
+        messages all over the ``msg`` table) would otherwise map the whole table into RSS."""
+        self._reads += 1
+        if self._reads >= UNMAP_AFTER_READS:
+            self._reads = 0
+            self._unmap()
+
     def get(self, table: str, key: bytes) -> Optional[bytes]:
         db = self._dbs.get(table)
         if self._env is None or db is None:
             return None
+        self._read()
         try:
             return self._txn().get(key, db=db)
         except self._lmdb.Error as exc:
@@ -148,6 +161,7 @@ class LmdbIndex(IndexStore):
         if self._env is None or db is None:
             return []
         out: List[Row] = []
+        self._read()
         try:
             cur = self._txn().cursor(db)
             if not cur.set_range(start):
@@ -190,6 +204,21 @@ class LmdbIndex(IndexStore):
             raise IndexInvalidError(f"LMDB write failed: {exc}") from exc
         self._count(changes)
         self._unmap()
+        if sum(len(rows) for rows in changes.values()) >= RELEASE_AFTER:
+            self._release()
+
+    def _release(self) -> None:
+        """Give back the memory of a large write transaction: LMDB keeps every page a write
+        transaction dirtied on a free list for later transactions (``mdb_page_free`` puts them on
+        ``me_dpages``) until the environment closes, so one commit that touched N random pages
+        would hold N * 4 KB of the process's RAM for good (a million scheduled messages coming
+        due: hundreds of MB). Closing and opening the environment again costs a few mmap calls
+        and no write (issue 13)."""
+        self._end_read()
+        self._env.close()
+        self._env = None
+        self._dbs = {}
+        self._open()
 
     def _unmap(self) -> None:
         """Drop this process's mappings of the index pages it touched (``madvise

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 from typing import Dict, List, Optional, Tuple
 
 TABLES = ("meta", "addr", "queue", "settings", "msg", "qref", "busy", "tx", "jdead", "jpin",
-          "sched", "moved")
+          "sched", "moved", "jmarks", "jwait")
 
 Row = Tuple[bytes, bytes]
 Changes = Dict[str, Dict[bytes, Optional[bytes]]]

@@ -175,11 +175,11 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
             problem = validate(cp, journal)
             if problem is None:
                 image = cp.image
-                if not read_only or liveness:
-                    live.restore_state(cp.liveness)
                 every = None if read_only else \
                     (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
                 try:
+                    if not read_only or liveness:
+                        live.restore_state(cp.liveness)
                     replayed = replay(journal, image, cp.lsn + 1, sink, every, ticker(cp.lsn))
                     problem = _dangling(image, journal)
                 except IndexInvalidError as exc:  # a damaged value met on the way

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import random
 import stat
 import subprocess
 import sys
@@ -12,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from pyroaring import BitMap64
 
 from journal import (CorruptJournalError, DirectoryLockedError, InvalidRecordError, Journal,
                      JournalClosedError, JournalFailedError, JournalOptions, ReadOnlyError,
@@ -211,34 +213,73 @@ def test_segment_whose_records_died_while_active_is_reclaimed_once_sealed() -> N
 
 
 def test_dead_marks_are_exported_once_each() -> None:
-    """An index commit carries only the dead marks made since the previous one (not a whole
-    segment's list again), and removals for the stored marks of a deleted segment."""
+    """An index commit carries the dead marks of the segments that changed since the previous
+    one (a bitmap of offsets with the dead bytes), nothing for unchanged segments, and the
+    segments deleted since (their stored marks go)."""
     fs = SimulatedFileSystem()
     j = Journal.open("/j", SMALL, fs=fs)
     adds = [j.append(1, {"m": i, "pad": "p" * 200}) for i in range(40)]
     j.wait_durable()
     j.liveness.deferred = True  # keep the segments while we look
+    seg = adds[0].location.segment
     j.mark_dead([a.location for a in adds[:10]])
     first = j.liveness.export_changes()["dead"]
-    assert first == {(a.location.segment, a.location.offset): a.location.length
-                     for a in adds[:10]}
+    assert list(first) == [seg]
+    dead_bytes, raw = first[seg]
+    assert dead_bytes == sum(a.location.length for a in adds[:10])
+    assert sorted(BitMap64.deserialize(raw)) == [a.location.offset for a in adds[:10]]
     j.mark_dead([adds[10].location])
-    assert j.liveness.export_changes()["dead"] == {
-        (adds[10].location.segment, adds[10].location.offset): adds[10].location.length}
+    again = j.liveness.export_changes()["dead"]
+    assert sorted(BitMap64.deserialize(again[seg][1])) == [a.location.offset
+                                                           for a in adds[:11]]
     assert j.liveness.export_changes()["dead"] == {}
     j.mark_dead([adds[11].location])
     pending = j.liveness.export_changes()
     j.liveness.requeue_changes(pending)  # an index commit that failed gives them back
     assert j.liveness.export_changes() == pending
-    seg = adds[0].location.segment
     in_seg = [a for a in adds if a.location.segment == seg]
     j.mark_dead([a.location for a in in_seg])
     j.liveness.export_changes()
     j.liveness.deferred = False
     j.mark_dead([])
     assert seg not in [s.sequence for s in j.segments()]
-    gone = j.liveness.export_changes()["dead"]
-    assert gone == {(seg, a.location.offset): None for a in in_seg}
+    out = j.liveness.export_changes()
+    assert out["gone"] == [seg] and seg not in out["dead"]
+    j.close()
+
+
+def test_a_million_out_of_order_dead_marks_and_pins_stay_small() -> None:
+    """Dead marks cost about 2 bytes and a pinned ack whose message is dead in an older
+    segment 8 bytes (issue 13), and they still pin: the acks die when the messages' segment
+    goes, not before."""
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", JournalOptions(segment_size=32 << 10), fs=fs)
+    n = 3000
+    msgs, keep = [], []
+    for i in range(n):
+        msgs.append(j.append(1, {"m": i}))
+        if i % 20 == 0:
+            keep.append(j.append(1, {"queue": i}))  # a live record in every segment
+    j.wait_durable()
+    order = list(range(n))
+    random.Random(5).shuffle(order)
+    acks = []
+    for i in order:
+        ack = j.append(2, {"ack": i})
+        acks.append(ack)
+        j.mark_dead([msgs[i].location])
+        j.mark_dead_after(ack.location, [msgs[i].location])
+    j.wait_durable()
+    msg_segs = {m.location.segment for m in msgs}
+    cross = [a for a, i in zip(acks, order) if a.location.segment != msgs[i].location.segment]
+    assert cross
+    assert j.liveness.memory()["waiting_tombstones"] == len(cross)
+    assert j.liveness.pins == {}
+    assert all(s in [x.sequence for x in j.segments()] for s in msg_segs)
+    j.mark_dead([k.location for k in keep])
+    j.compact(force=True)
+    assert j.liveness.memory()["waiting_tombstones"] == 0
+    assert not msg_segs & {x.sequence for x in j.segments()}
     j.close()
 
 
