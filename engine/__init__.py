@@ -8,18 +8,19 @@ from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                            BrokerFailedError, EngineError, IllegalStateError, InvalidNameError,
-                           MessageNotFoundError, QueueNotFoundError, ResourceLimitError,
-                           RoutingTypeError)
-from engine.model import (AddressInfo, Message, QueueConfig, QueueInfo, ReceivedMessage,
-                          RoutingType, ScheduledMessage)
+                           MessageNotFoundError, QueueInUseError, QueueNotEmptyError,
+                           QueueNotFoundError, ResourceLimitError, RoutingTypeError)
+from engine.model import (AddressInfo, DeletedQueue, Message, QueueConfig, QueueInfo,
+                          ReceivedMessage, RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
 from engine.settings import AddressFullPolicy, AddressSettings
 
 __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
-    "BrokerFailedError", "Browser", "Consumer", "Delivery", "EngineError", "IllegalStateError",
-    "InvalidNameError", "Message", "MessageNotFoundError", "QueueConfig", "QueueInfo",
-    "QueueNotFoundError", "ReceivedMessage", "ResourceLimitError", "RoutingType",
-    "RoutingTypeError", "ScheduledMessage", "Session",
+    "BrokerFailedError", "Browser", "Consumer", "DeletedQueue", "Delivery", "EngineError",
+    "IllegalStateError", "InvalidNameError", "Message", "MessageNotFoundError", "QueueConfig",
+    "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",
+    "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError",
+    "ScheduledMessage", "Session",
 ]

@@ -20,9 +20,10 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, QueueNotFoundError,
-                           ResourceLimitError, RoutingTypeError)
-from engine.model import (AddressInfo, BrokerStatistics, QueueConfig, QueueInfo,
+                           IllegalStateError, QueueInUseError, QueueNotEmptyError,
+                           QueueNotFoundError, ResourceLimitError, RoutingTypeError)
+from engine.deleted import DeletedQueues
+from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
 from engine.lastnode import LastNode, enter as enter_last_node, leave as leave_last_node
 from engine.scheduler import Scheduler
@@ -91,6 +92,7 @@ class Broker:
         self.last_node = LastNode()
         self._storage: Optional[OpenedStorage] = None
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
+        self.deleted = DeletedQueues(persistence.image.deleted)
         for match, (values, _loc) in persistence.image.settings.items():
             self.settings.set(match, AddressSettings.from_record(values))
         self._load(persistence.image)
@@ -564,31 +566,55 @@ class Broker:
     def _resolve_config(self, config: QueueConfig) -> QueueConfig:
         return resolve_queue_config(self.settings.resolve(config.address), config)
 
-    def delete_queue(self, name: str) -> None:
-        """Delete a queue and its messages (Artemis destroyQueue without consumers).
+    def delete_queue(self, name: str, if_empty: bool = False, if_unused: bool = False) -> None:
+        """Delete a queue and its messages (seed 002 "Deleting Queues"; Artemis destroyQueue).
+        The queue stays listed in ``deleted_queues()`` with the time of deletion.
+
+        Args:
+            if_empty: refuse when it holds messages (on it, in delivery or scheduled).
+            if_unused: refuse when it has consumers (Qpid ifUnused). mqstore refuses that
+                without the flag too: close the consumers first.
 
         Raises:
-            QueueNotFoundError. ResourceLimitError: the queue has consumers.
+            QueueNotFoundError. QueueInUseError: it has consumers. QueueNotEmptyError: asked
+            ``if_empty`` and it holds messages. InvalidArgumentError: a flag not a bool.
+            Nothing is deleted after any of them.
         """
+        check_bool("if_empty", if_empty)
+        check_bool("if_unused", if_unused)
         with self.lock:
             self.check_open()
             queue = self.queues.get(name)
             if queue is None:
                 raise QueueNotFoundError(name)
             if queue.consumers:
-                raise ResourceLimitError(f"queue {name!r} has {len(queue.consumers)} consumers")
+                raise QueueInUseError(name, len(queue.consumers))
+            if if_empty and queue.info().message_count:
+                raise QueueNotEmptyError(name, queue.info().message_count)
             ticket = None
+            now = self.now_ms()
+            cfg = queue.config
             if queue.durable:
-                ticket = self.write([(RecordKind.QUEUE_DEL, schema.by_id(queue.id))])
+                ticket = self.write([(RecordKind.QUEUE_DEL, schema.queue_deleted(
+                    queue.id, name, cfg.address, cfg.routing_type.value, now))])
             for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()) \
                     + queue.paged.drop() + queue.scheduled.drop():
                 self.drop_message_ref(ref)
             del self.queues[name]
             del self.queues_by_id[queue.id]
-            addr = self.addresses.get(queue.config.address)
+            addr = self.addresses.get(cfg.address)
             if addr is not None:
                 addr.queues.pop(name, None)
+            self.deleted.add(DeletedQueue(name, cfg.address, cfg.routing_type, queue.durable,
+                                          now))
         self.wait(ticket)
+
+    def deleted_queues(self) -> List[DeletedQueue]:
+        """The newest 100 deleted queues, oldest first, with the time each was deleted (seed
+        002: the management object of a deleted queue remains). Durable queues' entries
+        survive restarts."""
+        with self.lock:
+            return self.deleted.list()
 
     def _image_released(self, gone: MessageImage, paged: bool) -> None:
         """The image let a message go (its durable references are gone): one RAM still holds

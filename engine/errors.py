@@ -76,6 +76,36 @@ class ResourceLimitError(EngineError):
     """A limit refuses the operation (max-consumers reached, queue in use...)."""
 
 
+class QueueInUseError(ResourceLimitError):
+    """A queue with consumers was not deleted (Qpid's ifUnused check; mqstore also refuses
+    without it, as Artemis's destroyQueue does without removeConsumers).
+
+    Attributes:
+        queue: the queue. consumers: how many it has.
+    """
+
+    def __init__(self, queue: str, consumers: int) -> None:
+        self.queue = queue
+        self.consumers = consumers
+        super().__init__(f"queue {queue!r} has {consumers} consumer(s)",
+                         hint="close its consumers first, then delete it")
+
+
+class QueueNotEmptyError(ResourceLimitError):
+    """A queue holding messages was not deleted because ``if_empty`` was asked (Qpid's
+    ifEmpty check, seed 002 "Deleting Queues").
+
+    Attributes:
+        queue: the queue. messages: how many it holds (on it, in delivery, scheduled).
+    """
+
+    def __init__(self, queue: str, messages: int) -> None:
+        self.queue = queue
+        self.messages = messages
+        super().__init__(f"queue {queue!r} is not empty: it holds {messages} message(s)",
+                         hint="consume or purge them first, or delete without if_empty")
+
+
 class BrokerFailedError(EngineError):
     """The broker stopped after a storage failure (fail-stop); reopen the directory to recover.
 

@@ -172,6 +172,25 @@ class QueueConfig:
 
 
 @dataclass(frozen=True)
+class DeletedQueue:
+    """A deleted queue as management still shows it (seed 002 "Deleting Queues": the
+    management object remains, with a timestamp of when it was deleted). The newest 100 are
+    kept; durable queues' entries survive restarts (journaled with the deletion), the others
+    last as long as the broker object.
+
+    Attributes:
+        name, address, routing_type, durable: the queue's.
+        deleted_at: ms since the epoch, from the broker's clock.
+    """
+
+    name: str
+    address: str
+    routing_type: RoutingType
+    durable: bool
+    deleted_at: int
+
+
+@dataclass(frozen=True)
 class QueueInfo:
     """Management view of one queue (Artemis queue control attributes).
 

@@ -11,8 +11,11 @@ is read (LMDB returns wrong data silently under bit flips; REFERENCE.md).
 Tables (ids are 8-byte big-endian, so keys sort like numbers)::
 
     meta     b"checkpoint" -> {version, lsn, next_id, catalogue, counts, seglive, sizes,
-                              pages, extras}     sizes: [[address, messages, body bytes], ...]
+                              pages, extras, deleted}
+                              sizes: [[address, messages, body bytes], ...]
                               pages: [[address, start lsn, start slot, messages, bytes], ...]
+                              deleted: deleted durable queues still listed, oldest first
+                              (``DeletedQueueImage.to_meta``)
     addr     id            -> [name, routing types, auto, location]
     queue    id            -> [name, address, routing type, config, location, update loc, count,
                                paged(, scheduled)]
@@ -58,7 +61,7 @@ from pyroaring import BitMap64
 
 from journal import Location, SegmentSummary
 from recovery.errors import IndexInvalidError
-from recovery.entries import ID, PAIR, AddressImage, QueueImage
+from recovery.entries import ID, PAIR, AddressImage, DeletedQueueImage, QueueImage
 from recovery.image import StoreImage
 from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes, Row
@@ -127,6 +130,7 @@ def load(store: Any) -> Optional[Checkpoint]:
     img.last_lsn, img.next_id = meta["lsn"], meta["next_id"]
     img.seglive = {int(seq): int(n) for seq, n in meta.get("seglive", [])}
     img.ledger = AddressLedger.from_meta(meta)
+    img.deleted = [DeletedQueueImage.from_meta(row) for row in meta.get("deleted", [])]
     for k, v in store.range("addr", b"", None):
         name, rts, auto, loc = unpack_value("addr", k, v)
         aid = ID.unpack(k)[0]
@@ -260,7 +264,8 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
     meta = {"version": VERSION, "lsn": lsn, "next_id": image.next_id,
             "catalogue": [list(s) for s in catalogue], "counts": counts,
             "seglive": sorted([seq, n] for seq, n in image.seglive.items()),
-            "extras": dict(extras), **image.ledger.to_meta()}
+            "extras": dict(extras), "deleted": [d.to_meta() for d in image.deleted],
+            **image.ledger.to_meta()}
     out["meta"][META_KEY] = pack_value(META_KEY, meta)
     return out
 

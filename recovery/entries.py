@@ -76,6 +76,43 @@ class QueueImage:
     scheduled: int = 0
 
 
+KEEP_DELETED = 100  # deleted durable queues listed for management, newest kept
+
+
+@dataclass
+class DeletedQueueImage:
+    """A durable queue that was deleted, kept for management (seed 002 "Deleting Queues": the
+    management object remains, with the time of deletion). Its QUEUE_DEL record stays live
+    while it is listed, so a rebuild from the journal lists it too.
+
+    Attributes:
+        id, name, address, routing_type: the queue's.
+        deleted_at: ms since the epoch (the broker's clock at deletion).
+        location: the QUEUE_DEL record. queue_location: the queue's QUEUE_ADD record (the
+            tombstone pins it once the entry goes), ``None`` when unknown.
+    """
+
+    id: int
+    name: str
+    address: str
+    routing_type: str
+    deleted_at: int
+    location: Location
+    queue_location: Optional[Location] = None
+
+    def to_meta(self) -> List[Any]:
+        """The entry as the index's meta entry lists it."""
+        return [self.id, self.name, self.address, self.routing_type, self.deleted_at,
+                list(self.location), None if self.queue_location is None
+                else list(self.queue_location)]
+
+    @classmethod
+    def from_meta(cls, row: List[Any]) -> "DeletedQueueImage":
+        """Read back ``to_meta``'s form."""
+        return cls(int(row[0]), row[1], row[2], row[3], int(row[4]), Location(*row[5]),
+                   None if row[6] is None else Location(*row[6]))
+
+
 @dataclass
 class PageState:
     """An address that pages (seed 000 §4): every message of it with an order key from

@@ -23,12 +23,14 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from journal import Location
-from recovery.entries import (ID, PAIR, TRIPLE, AddressImage, ImageTables, MessageImage,
-                              Order, PageState, QueueImage, RefImage, TxImage, order_key,
-                              ref_key, sched_key, tx_key)
+from recovery.entries import (ID, PAIR, TRIPLE, AddressImage,
+                              DeletedQueueImage, ImageTables, MessageImage, Order, PageState,
+                              QueueImage, RefImage, TxImage, order_key, ref_key, sched_key,
+                              tx_key)
 from recovery.errors import IndexInvalidError
 from recovery.ledger import AddressLedger
 from recovery.indexstore import MemoryIndex
+from recovery.deletions import QueueDeletions
 from recovery.moves import HEAD_SHIFT, ReferenceMoves, head_order
 from recovery.schema import RecordKind
 
@@ -56,7 +58,7 @@ class NullSink:
         pass
 
 
-class StoreImage(ReferenceMoves):
+class StoreImage(ReferenceMoves, QueueDeletions):
     """The durable state of a store.
 
     Args:
@@ -86,6 +88,7 @@ class StoreImage(ReferenceMoves):
         self.addresses: Dict[int, AddressImage] = {}
         self.queues: Dict[int, QueueImage] = {}
         self.settings: Dict[str, Tuple[Dict[str, Any], Location]] = {}
+        self.deleted: List[DeletedQueueImage] = []  # oldest first, at most KEEP_DELETED
         self.tables = ImageTables(self.store, counts)
         self.seglive: Dict[int, int] = {}
         self.ledger = AddressLedger()
@@ -212,7 +215,7 @@ class StoreImage(ReferenceMoves):
             self._hold(location)
             self.dirty.add(("queue", qid))
         elif kind == RecordKind.QUEUE_DEL:
-            self._delete_queue(int(payload["id"]), location, sink)
+            self._delete_queue(payload, location, sink)
         elif kind == RecordKind.ADDRESS_ADD:
             aid = int(payload["id"])
             self._bump(aid)
@@ -435,10 +438,16 @@ class StoreImage(ReferenceMoves):
             self.tables.tx.delete(tkey)
         sink.mark_dead_after(location, tx.ack_targets)
 
-    def _delete_queue(self, qid: int, location: Location, sink: LivenessSink) -> None:
+    def _delete_queue(self, p: Mapping[str, Any], location: Location, sink: LivenessSink
+                      ) -> None:
+        qid = int(p["id"])
         queue = self.queues.pop(qid, None)
         if queue is None:
-            sink.mark_dead([location])
+            if "name" in p:  # its QUEUE_ADD is gone (reclaimed): listed from the record alone
+                self._list_deleted(DeletedQueueImage(qid, p["name"], p["addr"], p["rt"],
+                                                     int(p.get("ts", 0)), location), sink)
+            else:
+                sink.mark_dead([location])
             return
         self.dirty.add(("queue", qid))
         for refs in (self.refs(qid), self.all_scheduled(qid)):
@@ -449,7 +458,11 @@ class StoreImage(ReferenceMoves):
                     self._release_msg(msg, sink)
         self._superseded(queue.update_location, sink)
         self._superseded(queue.location, sink)
-        sink.mark_dead_after(location, [queue.location])
+        if "ts" not in p:  # written before deleted queues were listed
+            sink.mark_dead_after(location, [queue.location])
+            return
+        self._list_deleted(DeletedQueueImage(qid, queue.name, queue.address, queue.routing_type,
+                                             int(p["ts"]), location, queue.location), sink)
 
     # -- queries and maintenance --------------------------------------------------------------
     def missing_segments(self, present: Sequence[int]) -> List[int]:
@@ -468,6 +481,8 @@ class StoreImage(ReferenceMoves):
         for q in self.queues.values():
             self._hold(q.location)
             self._hold(q.update_location)
+        for d in self.deleted:
+            self._hold(d.location)
         for table in (self.tables.qref, self.tables.sched):
             for _key, r in table.items():
                 self._hold(r.delivery_location)

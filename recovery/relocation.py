@@ -40,6 +40,10 @@ def relocate(image: StoreImage, moved: Mapping[Location, Location]) -> None:
             if q.update_location is not None:
                 q.update_location = moved.get(q.update_location, q.update_location)
             image.dirty.add(("queue", q.id))
+    for d in image.deleted:
+        d.location = moved.get(d.location, d.location)
+        if d.queue_location is not None:
+            d.queue_location = moved.get(d.queue_location, d.queue_location)
     t = image.tables
     # streamed: a put changes a key already read, never the keys still to come
     for table in (t.qref, t.sched):

@@ -10,7 +10,8 @@ kind        payload
 ADDRESS_ADD ``{"id", "name", "rt": [routing types], "auto": bool}``
 ADDRESS_DEL ``{"id"}``
 QUEUE_ADD   ``{"id", "name", "addr": address name, "rt": routing type, "cfg": {config}}``
-QUEUE_DEL   ``{"id"}``
+QUEUE_DEL   ``{"id", "ts": ms, "name", "addr", "rt"}`` (ts, name, addr, rt: since deleted queues
+            are listed; the record stays live while its queue is listed)
 MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts": ms,
             "exp": ms or 0, "prio": 0-9, "pg": true when its address paged it, "at": ms when
             scheduled}`` (one record per send: the body once, and the queues it was routed
@@ -86,8 +87,14 @@ def queue_add(qid: int, name: str, address: str, routing_type: str,
 
 
 def by_id(ident: int) -> Dict[str, Any]:
-    """ADDRESS_DEL / QUEUE_DEL payload."""
+    """ADDRESS_DEL payload."""
     return {"id": ident}
+
+
+def queue_deleted(ident: int, name: str, address: str, routing_type: str, ts: int
+                  ) -> Dict[str, Any]:
+    """QUEUE_DEL payload: the queue, and when it was deleted (ms since the epoch)."""
+    return {"id": ident, "ts": ts, "name": name, "addr": address, "rt": routing_type}
 
 
 def message(mid: int, address: str, queues: List[int], body: bytes,

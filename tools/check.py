@@ -157,7 +157,9 @@ def describe(img: StoreImage) -> Dict[str, Any]:
                                for r in img.all_scheduled(q.id)])
                        for q in img.queues.values()},
             "messages": {m.mid: (m.location, m.slot, m.refcount) for m in img.messages()},
-            "settings": {k: v for k, (v, _loc) in img.settings.items()}}
+            "settings": {k: v for k, (v, _loc) in img.settings.items()},
+            "deleted": [(d.id, d.name, d.address, d.routing_type, d.deleted_at, d.location)
+                        for d in img.deleted]}
 
 
 def problems(findings: List[Finding]) -> bool:

@@ -88,6 +88,8 @@ QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autod
                  "exclusive": "excl", "ring_size": "ring", "last_value_key": "lvq key",
                  "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
                  "scheduled": "sched", "consumers_at_last_close": "cons"}
+DELETED_COLUMNS = ["queue", "address", "routing_type", "deleted", "deleted_ms"]
+DELETED_DEFAULT = ["queue", "address", "routing_type", "deleted"]
 SCHEDULED_COLUMNS = ["message_id", "due", "due_ms", "delivery_count", "bytes", "properties"]
 SCHEDULED_DEFAULT = ["message_id", "due", "delivery_count", "bytes", "properties"]
 ADDRESS_COLUMNS = ["address", "routing_types", "queues", "auto_created", "messages", "held",
@@ -156,12 +158,21 @@ def register(main: click.Group) -> None:
 
     @main.command()
     @STORE
+    @click.option("--deleted", is_flag=True,
+                  help="List the deleted durable queues still kept (the newest 100), with "
+                       "when each was deleted.")
     @listing_options
     @SALVAGE
-    def queues(directory: str, fmt: Optional[str], as_json: bool, columns: Optional[str],
-               salvage: bool) -> None:
+    def queues(directory: str, deleted: bool, fmt: Optional[str], as_json: bool,
+               columns: Optional[str], salvage: bool) -> None:
         """The queues of a store (qpid-config style), read-only."""
         wide = as_json or fmt == "json"
+        if deleted:
+            cols = chosen(columns, DELETED_COLUMNS, DELETED_COLUMNS if wide else DELETED_DEFAULT)
+            rows = _listing(directory, lambda store: store.deleted_rows(), salvage)
+            emit(rows, cols, fmt, as_json, f"deleted queues of {directory}", QUEUE_HEADERS,
+                 "deleted: when it was deleted (UTC)", console)
+            return
         cols = chosen(columns, QUEUE_COLUMNS, QUEUE_COLUMNS if wide else QUEUE_DEFAULT)
         rows = _listing(directory, lambda store: store.queue_rows(), salvage)
         emit(rows, cols, fmt, as_json, f"queues of {directory}", QUEUE_HEADERS,

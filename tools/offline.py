@@ -84,6 +84,18 @@ class OfflineStore:
                          "bytes": size})
         return rows
 
+    def deleted_rows(self) -> List[Dict[str, Any]]:
+        """The deleted durable queues still listed (seed 002: a deleted queue's management
+        object remains, with the time of deletion), oldest first: queue, address, routing
+        type, deletion time (ISO-8601 UTC, and ms since the epoch)."""
+        rows = []
+        for d in self.image.deleted:
+            when = datetime.datetime.fromtimestamp(d.deleted_at / 1000, datetime.timezone.utc)
+            rows.append({"queue": d.name, "address": d.address, "routing_type": d.routing_type,
+                         "deleted": when.isoformat(timespec="milliseconds"),
+                         "deleted_ms": d.deleted_at})
+        return rows
+
     def scheduled_rows(self, queue: str, limit: int) -> List[Dict[str, Any]]:
         """Up to ``limit`` messages of ``queue``'s scheduled buffer in due order: message id,
         due time (ms since the epoch, and as ISO-8601 UTC), delivery count, body bytes and

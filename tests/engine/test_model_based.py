@@ -27,10 +27,13 @@ from typing import Dict, List, Optional, Tuple
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+import pytest
 
-from engine import AddressSettings, Broker, IllegalStateError, Message, QueueConfig, RoutingType
+from engine import (AddressSettings, Broker, IllegalStateError, Message, QueueConfig,
+                    QueueNotEmptyError, RoutingType)
 from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
+from recovery.entries import KEEP_DELETED
 
 OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
 T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch
@@ -77,6 +80,9 @@ class Model:
     steps: int = 0  # due steps so far (the middle part of a due message's order key)
     nodes: Optional[int] = None  # what set_cluster_nodes last said
     last_node: bool = False      # in last-node mode: a1 journals non-durable messages
+    scratch: int = 0             # messages on queue "x", deleted and declared again
+    scratch_durable: bool = True
+    deleted: List[Tuple[str, int, bool]] = field(default_factory=list)  # deleted_queues()
 
 
 def setup(broker: Broker, first: bool) -> None:
@@ -92,6 +98,8 @@ def setup(broker: Broker, first: bool) -> None:
         broker.create_address("p", {RoutingType.MULTICAST})
         broker.create_queue(QueueConfig("lvq", "p", RoutingType.MULTICAST, last_value_key="k",
                                         non_destructive=True))
+        broker.create_address("x", {RoutingType.ANYCAST})
+        broker.create_queue(QueueConfig("x", "x"))
     broker.create_queue(QueueConfig("t2", "t", RoutingType.MULTICAST, durable=False))
 
 
@@ -357,6 +365,26 @@ class BrokerMachine(RuleBasedStateMachine):
 
     # -- storage ------------------------------------------------------------------------------
     @rule()
+    def send_scratch(self) -> None:
+        self.session.send("x", Message(b"x"))
+        self.model.scratch += 1
+
+    @rule(if_empty=st.booleans(), durable=st.booleans())
+    def delete_scratch(self, if_empty: bool, durable: bool) -> None:
+        # seed 002 "Deleting Queues": the ifEmpty check, then the queue stays listed with
+        # its deletion time; declared again at once, durable or not
+        m = self.model
+        if if_empty and m.scratch:
+            with pytest.raises(QueueNotEmptyError):
+                self.broker.delete_queue("x", if_empty=True)
+            return
+        self.broker.delete_queue("x", if_empty=if_empty)
+        event(f"queue x deleted ({'durable' if m.scratch_durable else 'not durable'})")
+        m.deleted.append(("x", self.now, m.scratch_durable))
+        self.broker.create_queue(QueueConfig("x", "x", durable=durable))
+        m.scratch, m.scratch_durable = 0, durable
+
+    @rule()
     def checkpoint(self) -> None:
         self.broker.checkpoint()
 
@@ -400,6 +428,12 @@ class BrokerMachine(RuleBasedStateMachine):
     def _after_restart(self) -> None:
         m = self.model
         m.nodes, m.last_node = None, False  # a store starts alone
+        # a deletion is durable when delete_queue returns, for durable queues; a non-durable
+        # queue and its entry are gone with the process
+        m.deleted = [d for d in m.deleted if d[2]]
+        if not m.scratch_durable:
+            self.broker.create_queue(QueueConfig("x", "x"))
+            m.scratch, m.scratch_durable = 0, True
         for h in m.held:
             m.queues[h.queue].append(h.item)
         m.held = []
@@ -425,6 +459,12 @@ class BrokerMachine(RuleBasedStateMachine):
             assert info.delivering_count == held, (q, info)
             assert info.scheduled_count == waiting, (q, info)
             assert info.message_count == len(self.model.queues[q]) + held + waiting, (q, info)
+
+    @invariant()
+    def deleted_match(self) -> None:
+        got = [(d.name, d.deleted_at, d.durable) for d in self.broker.deleted_queues()]
+        assert got == self.model.deleted[-KEEP_DELETED:]
+        assert self.broker.queue_info("x").message_count == self.model.scratch
 
     @precondition(lambda self: True)
     @invariant()
@@ -453,7 +493,8 @@ class PagingBrokerMachine(BrokerMachine):
     @invariant()
     def pages(self) -> None:
         stats = self.broker.statistics().memory
-        assert stats.references <= 2 * 4 + len(self.model.held) + \
+        scratch = 2 if self.model.scratch_durable else self.model.scratch  # queue "x"
+        assert stats.references <= 2 * 4 + scratch + len(self.model.held) + \
             len(self.model.queues["lvq"]) + len(self.model.queues["t2"]) + \
             sum(1 for q in ("a1", "a2", "t1", "ring") for i in self.model.queues[q]
                 if not i.durable) + \
