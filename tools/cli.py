@@ -241,9 +241,11 @@ def spark_report(directory: str, out: str, master: str) -> None:
     console.print(f"report: {r.html}")
 
 
+from tools.admin import register_admin  # noqa: E402  (qpid-config-style administration)
 from tools.commands import register  # noqa: E402  (the data commands)
 
 register(main)
+register_admin(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,75 @@
+"""``mqstore add queue`` / ``mqstore del queue`` (qpid-config style, seed 002) on a closed store:
+the change is made through the broker and survives; a refused command changes no byte."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from engine import Broker, Message, QueueConfig, RoutingType
+from tests.tools.test_cli import digest
+from tools.cli import main
+
+
+def run(*args: str):  # type: ignore[no-untyped-def]
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def build(d: Path) -> None:
+    with Broker.open(str(d)) as b:
+        b.create_address("jobs")
+        b.create_queue(QueueConfig("jobs", "jobs"))
+        with b.session() as s:
+            s.send("jobs", Message(b"x"))
+
+
+def test_add_queue_creates_what_was_asked(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    got = run("add", "queue", str(d), "audit", "--address", "events", "--routing-type",
+              "multicast", "--ring-size", "5", "--last-value-key", "k", "--cluster-durable",
+              "--max-consumers", "2")
+    assert got.exit_code == 0, got.output
+    assert "created" in got.output
+    assert run("add", "queue", str(d), "more", "--address", "jobs").exit_code == 0
+    with Broker.open(str(d)) as b:
+        audit = b.queue_info("audit")
+        assert (audit.address, audit.routing_type, audit.durable, audit.ring_size,
+                audit.last_value_key, audit.max_consumers, audit.persist_last_node) == \
+            ("events", RoutingType.MULTICAST, True, 5, "k", 2, True)
+        assert b.address_info("jobs").queues == ("jobs", "more")
+    before = digest(d)
+    again = run("add", "queue", str(d), "audit")
+    assert again.exit_code == 1 and "exists already" in again.output
+    bad = run("add", "queue", str(d), "x y")  # a name the naming rules refuse
+    assert bad.exit_code == 1 and "invalid name" in bad.output
+    assert digest(d) == before
+
+
+def test_del_queue_checks_then_deletes_and_lists_it(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    before = digest(d)
+    refused = run("del", "queue", str(d), "jobs", "--if-empty")
+    assert refused.exit_code == 1 and "not empty" in refused.output
+    missing = run("del", "queue", str(d), "nope")
+    assert missing.exit_code == 1 and "nope" in missing.output
+    assert digest(d) == before
+    done = run("del", "queue", str(d), "jobs", "--if-unused")
+    assert done.exit_code == 0 and "1 message" in done.output
+    assert json.loads(run("queues", str(d), "--json").output) == []
+    assert [r["queue"] for r in json.loads(run("queues", str(d), "--deleted", "--json").output)] \
+        == ["jobs"]
+
+
+def test_a_store_in_use_is_refused_unchanged(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    with Broker.open(str(d)):
+        got = run("del", "queue", str(d), "jobs")
+        assert got.exit_code == 1 and "error" in got.output
+        assert run("add", "queue", str(d), "other").exit_code == 1
+    with Broker.open(str(d)) as b:
+        assert b.queue_names() == ["jobs"] and b.queue_info("jobs").message_count == 1

@@ -1,0 +1,137 @@
+"""qpid-config-style administration of a closed store: ``mqstore add queue`` and
+``mqstore del queue`` (seed 002; Qpid's ``qpid-config add queue`` / ``del queue``).
+
+Each command first checks what it was asked against the store opened read-only (a refused
+command changes no byte), then opens the store as the embedding application would (recovery
+runs, the store's lock is taken: a store open in another process is refused), makes the one
+change through the broker API, and closes it. A queue added to a closed store is durable: a
+transient one would be gone when the command exits. Options for what mqstore does not build yet
+(Qpid size limits and policy types, Qpid last-value queues, alternate addresses) are not
+offered rather than accepted and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import click
+
+from journal import MqStoreError
+from tools.commands import STORE, console, fail
+
+
+def _check_add(directory: str, name: str, address: str, routing_type: str) -> None:
+    """Refuse, before anything is written, what ``create_address``/``create_queue`` would.
+
+    Raises:
+        InvalidNameError, AlreadyExistsError, RoutingTypeError; MqStoreError: the store cannot
+        be read.
+    """
+    from engine.errors import AlreadyExistsError, RoutingTypeError
+    from engine.names import check_name
+    from tools.offline import OfflineStore
+
+    check_name(name)
+    check_name(address)
+    with OfflineStore(directory) as store:
+        if any(q.name == name for q in store.image.queues.values()):
+            raise AlreadyExistsError("queue", name)
+        addr = next((a for a in store.image.addresses.values() if a.name == address), None)
+        if addr is not None and routing_type not in addr.routing_types:
+            raise RoutingTypeError(f"address {address!r} does not support {routing_type}")
+
+
+def _check_del(directory: str, name: str, if_empty: bool) -> None:
+    """Refuse, before anything is written, what ``delete_queue`` would on a closed store.
+
+    Raises:
+        QueueNotFoundError, QueueNotEmptyError; MqStoreError: the store cannot be read.
+    """
+    from engine.errors import QueueNotEmptyError, QueueNotFoundError
+    from tools.offline import OfflineStore
+
+    with OfflineStore(directory) as store:
+        queue = next((q for q in store.image.queues.values() if q.name == name), None)
+        if queue is None:
+            raise QueueNotFoundError(name)
+        if if_empty and queue.count + queue.scheduled:
+            raise QueueNotEmptyError(name, queue.count + queue.scheduled)
+
+
+def register_admin(main: click.Group) -> None:
+    """Add the ``add`` and ``del`` groups to the ``mqstore`` group."""
+
+    @main.group("add")
+    def add() -> None:
+        """Add a queue to a closed store (qpid-config add)."""
+
+    @main.group("del")
+    def delete() -> None:
+        """Delete a queue of a closed store (qpid-config del)."""
+
+    @add.command("queue")
+    @STORE
+    @click.argument("name")
+    @click.option("--address", help="The address to bind it to (default: NAME); created when "
+                                    "missing, with the queue's routing type.")
+    @click.option("--routing-type", type=click.Choice(["anycast", "multicast"]),
+                  default="anycast", show_default=True)
+    @click.option("--durable", is_flag=True, default=True, show_default=True,
+                  help="Journaled: always so for a queue added to a closed store.")
+    @click.option("--ring-size", type=click.IntRange(min=-1), default=None,
+                  help="At most this many ready messages, the oldest removed (Artemis ring "
+                       "queue; -1: no limit).")
+    @click.option("--last-value-key", default=None,
+                  help="Property whose value a newer message replaces an older one by "
+                       "(Artemis last-value queue).")
+    @click.option("--non-destructive", is_flag=True, help="Consuming leaves messages on it.")
+    @click.option("--max-consumers", type=click.IntRange(min=-1), default=-1, show_default=True)
+    @click.option("--cluster-durable", is_flag=True,
+                  help="Journal non-durable messages too while this node is the last of its "
+                       "cluster (Qpid qpid.persist_last_node).")
+    def add_queue(directory: str, name: str, address: Optional[str], routing_type: str,
+                  durable: bool, ring_size: Optional[int], last_value_key: Optional[str],
+                  non_destructive: bool, max_consumers: int, cluster_durable: bool) -> None:
+        """Add queue NAME to the store in DIRECTORY."""
+        from engine import Broker, QueueConfig, RoutingType
+
+        rt = RoutingType(routing_type)
+        address = address or name
+        try:
+            _check_add(directory, name, address, routing_type)
+            with Broker.open(directory, expiry_scan_ms=0) as broker:
+                created = address not in broker.address_names()
+                if created:
+                    broker.create_address(address, {rt})
+                broker.create_queue(QueueConfig(
+                    name, address, rt, durable=True, max_consumers=max_consumers,
+                    ring_size=ring_size, last_value_key=last_value_key,
+                    non_destructive=non_destructive or None,
+                    persist_last_node=cluster_durable))
+        except MqStoreError as exc:
+            fail(exc)
+        made = f" (address {address!r} created)" if created else ""
+        console.print(f"added queue {name!r} on address {address!r}, {routing_type}, "
+                      f"durable{made}")
+
+    @delete.command("queue")
+    @STORE
+    @click.argument("name")
+    @click.option("--if-empty", is_flag=True,
+                  help="Refuse when the queue holds messages (Qpid ifEmpty).")
+    @click.option("--if-unused", is_flag=True,
+                  help="Refuse when the queue has consumers (Qpid ifUnused; a closed store has "
+                       "none).")
+    def del_queue(directory: str, name: str, if_empty: bool, if_unused: bool) -> None:
+        """Delete queue NAME and its messages from the store in DIRECTORY; it stays listed by
+        ``mqstore queues DIRECTORY --deleted``."""
+        from engine import Broker
+
+        try:
+            _check_del(directory, name, if_empty)
+            with Broker.open(directory, expiry_scan_ms=0) as broker:
+                held = broker.queue_info(name).message_count
+                broker.delete_queue(name, if_empty=if_empty, if_unused=if_unused)
+        except MqStoreError as exc:
+            fail(exc)
+        console.print(f"deleted queue {name!r} and its {held:,} message(s)")
