@@ -72,8 +72,15 @@ def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
 
 def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     """Delete an auto-created queue left with no consumers and no messages, then its
-    auto-created address left with no queues, when the settings say so."""
-    if queue is None or broker.queues.get(queue.name) is not queue:
+    auto-created address left with no queues, when the settings say so; delete a Qpid
+    auto-delete queue (``QueueConfig.auto_delete``) whose last consumer went, with its messages,
+    once nothing of it is in delivery (a transaction's ack waits for its commit or rollback,
+    which call this again). Never while the broker closes."""
+    if queue is None or broker.queues.get(queue.name) is not queue or broker.closing:
+        return
+    if queue.config.auto_delete and queue.had_consumer and not queue.consumers \
+            and not queue.delivering:
+        broker.delete_queue(queue.name)
         return
     st = broker.settings.resolve(queue.config.address)
     if not (queue.config.auto_created and st.auto_delete_queues):

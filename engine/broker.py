@@ -85,6 +85,7 @@ class Broker:
         self.queues_by_id: Dict[int, Queue] = {}
         self._failure: Optional[BaseException] = None
         self._closed = False
+        self.closing = False
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
@@ -241,6 +242,7 @@ class Broker:
             return
         with self.lock:
             consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
+            self.closing = True  # closing its consumers deletes no auto-delete queue
         end_open_deliveries(self)
         for s in list(self.sessions):
             assert isinstance(s, Session)

@@ -32,6 +32,7 @@ class BrokerCore(Protocol):
             room. budget: the RAM budget. pages: page files (``None`` in tools).
         persistence: the journal, image and index. sessions: open sessions.
         deliveries: deliveries handed out since open (their consumption order).
+        closing: ``close`` has begun (it ends consumers, which must delete no queue).
     """
 
     lock: threading.RLock
@@ -45,6 +46,7 @@ class BrokerCore(Protocol):
     pages: Optional[PageFile]
     sessions: List[Any]
     deliveries: int
+    closing: bool
 
     @property
     def persistence(self) -> Persistence: ...

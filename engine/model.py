@@ -136,6 +136,12 @@ class QueueConfig:
             one of its cluster (``Broker.set_cluster_nodes``), non-durable messages on the
             queue are journaled too (seed 002, Qpid ``qpid.persist_last_node``, qpid-config
             ``--cluster-durable``); durable queues only.
+        auto_delete: Qpid auto-delete (seed 002 "Automatically deleted queues"): once it has
+            had a consumer, the queue is deleted, with its messages, when its last consumer
+            goes and nothing of it is in delivery (it stays listed by ``deleted_queues()``).
+            Closing the broker or a crash never deletes it: after a reopen it waits for a
+            consumer to come and go again. Separate from Artemis's auto-delete of
+            auto-created queues.
     """
 
     name: str
@@ -150,6 +156,7 @@ class QueueConfig:
     last_value: bool = False
     non_destructive: Optional[bool] = None
     persist_last_node: bool = False
+    auto_delete: bool = False
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
@@ -158,7 +165,8 @@ class QueueConfig:
                 "ring_size": -1 if self.ring_size is None else self.ring_size,
                 "last_value_key": self.last_value_key,
                 "non_destructive": bool(self.non_destructive),
-                **({"persist_last_node": True} if self.persist_last_node else {})}
+                **({"persist_last_node": True} if self.persist_last_node else {}),
+                **({"auto_delete": True} if self.auto_delete else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -168,7 +176,7 @@ class QueueConfig:
                    int(cfg.get("max_consumers", -1)), bool(cfg.get("exclusive", False)),
                    bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
                    cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)),
-                   bool(cfg.get("persist_last_node", False)))
+                   bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)))
 
 
 @dataclass(frozen=True)
@@ -223,6 +231,7 @@ class QueueInfo:
     non_destructive: bool = False
     paged_count: int = 0
     persist_last_node: bool = False
+    auto_delete: bool = False
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ class Queue:
         self.horizon: Optional[Order] = None
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
+        self.had_consumer = False  # since the broker opened (Qpid auto-delete waits for one)
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
@@ -478,4 +479,5 @@ class Queue:
                          self.added, self.acknowledged, self.killed, self.expired,
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
-                         bool(c.non_destructive), self.paged.count(), c.persist_last_node)
+                         bool(c.non_destructive), self.paged.count(), c.persist_last_node,
+                         c.auto_delete)

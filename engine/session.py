@@ -326,6 +326,7 @@ class Session:
                                          f"({q.config.max_consumers}) already")
             c = Consumer(self, q, window)
             q.consumers.append(c)
+            q.had_consumer = True
             self.consumers.append(c)
             return c
 
@@ -471,7 +472,11 @@ class Session:
         self.broker.wait(ticket)
 
     def _cancel_received(self) -> Optional[Ticket]:
-        return ops.cancel(self.broker, [d._ref for d in self.take_unsettled()])
+        taken = self.take_unsettled()
+        ticket = ops.cancel(self.broker, [d._ref for d in taken])
+        for queue in {id(d._ref.queue): d._ref.queue for d in taken}.values():
+            autocreate.maybe_delete(self.broker, queue)  # an auto-delete queue now idle
+        return ticket
 
     def take_unsettled(self) -> List[Delivery]:
         """Mark every unsettled delivery of this session rolled back and forget it (lock held);

@@ -71,7 +71,8 @@ class OfflineStore:
                 size += m.body_size if m is not None else 0
             rows.append({"queue": q.name, "address": q.address, "routing_type": q.routing_type,
                          "durable": bool(cfg.get("durable", True)),
-                         "auto_delete": bool(cfg.get("auto_created", False)),
+                         "auto_delete": bool(cfg.get("auto_delete", False)) or
+                         bool(cfg.get("auto_created", False)),
                          "exclusive": bool(cfg.get("exclusive", False)),
                          "ring_size": int(cfg.get("ring_size", -1)),
                          "last_value_key": cfg.get("last_value_key"),

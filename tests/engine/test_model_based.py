@@ -82,6 +82,7 @@ class Model:
     last_node: bool = False      # in last-node mode: a1 journals non-durable messages
     scratch: int = 0             # messages on queue "x", deleted and declared again
     scratch_durable: bool = True
+    scratch_auto: bool = False   # queue "x" is a Qpid auto-delete queue
     deleted: List[Tuple[str, int, bool]] = field(default_factory=list)  # deleted_queues()
 
 
@@ -369,20 +370,38 @@ class BrokerMachine(RuleBasedStateMachine):
         self.session.send("x", Message(b"x"))
         self.model.scratch += 1
 
-    @rule(if_empty=st.booleans(), durable=st.booleans())
-    def delete_scratch(self, if_empty: bool, durable: bool) -> None:
+    @rule(if_empty=st.booleans(), durable=st.booleans(), auto=st.booleans())
+    def delete_scratch(self, if_empty: bool, durable: bool, auto: bool) -> None:
         # seed 002 "Deleting Queues": the ifEmpty check, then the queue stays listed with
-        # its deletion time; declared again at once, durable or not
+        # its deletion time; declared again at once, durable or not, auto-delete or not
         m = self.model
         if if_empty and m.scratch:
             with pytest.raises(QueueNotEmptyError):
                 self.broker.delete_queue("x", if_empty=True)
             return
         self.broker.delete_queue("x", if_empty=if_empty)
+        self._scratch_deleted(durable, auto)
+
+    def _scratch_deleted(self, durable: bool, auto: bool) -> None:
+        m = self.model
         event(f"queue x deleted ({'durable' if m.scratch_durable else 'not durable'})")
         m.deleted.append(("x", self.now, m.scratch_durable))
-        self.broker.create_queue(QueueConfig("x", "x", durable=durable))
-        m.scratch, m.scratch_durable = 0, durable
+        self.broker.create_queue(QueueConfig("x", "x", durable=durable, auto_delete=auto))
+        m.scratch, m.scratch_durable, m.scratch_auto = 0, durable, auto
+
+    @rule(take=st.integers(0, 3), durable=st.booleans(), auto=st.booleans())
+    def consume_scratch(self, take: int, durable: bool, auto: bool) -> None:
+        # a consumer comes, acks some, goes: an auto-delete queue goes with it (seed 002)
+        c = self.session.create_consumer("x")
+        got = c.receive_many(take, timeout=0) if take else []
+        assert len(got) == min(take, self.model.scratch)
+        if got:
+            self.session.ack_many(got)
+        self.model.scratch -= len(got)
+        c.close()
+        if self.model.scratch_auto:
+            event("auto-delete queue x deleted by its last consumer")
+            self._scratch_deleted(durable, auto)
 
     @rule()
     def checkpoint(self) -> None:
@@ -433,7 +452,7 @@ class BrokerMachine(RuleBasedStateMachine):
         m.deleted = [d for d in m.deleted if d[2]]
         if not m.scratch_durable:
             self.broker.create_queue(QueueConfig("x", "x"))
-            m.scratch, m.scratch_durable = 0, True
+            m.scratch, m.scratch_durable, m.scratch_auto = 0, True, False
         for h in m.held:
             m.queues[h.queue].append(h.item)
         m.held = []

@@ -1,0 +1,68 @@
+"""Qpid auto-delete queues (seed 002 "Automatically deleted queues"; ``QueueConfig.auto_delete``):
+deleted with their messages when the last consumer goes, never by closing the broker or a
+crash, and only once nothing of them is in delivery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import Broker, Message, QueueConfig
+from journal import SimulatedFileSystem
+from recovery import MemoryIndex
+
+
+def test_deleted_when_the_last_consumer_goes_with_its_messages(tmp_path: Path) -> None:
+    with Broker.open(str(tmp_path / "s")) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", auto_delete=True))
+        assert b.queue_info("q").auto_delete
+        with b.session() as s:
+            s.send("a", Message(b"1"))
+            s.send("a", Message(b"2"))
+            c1, c2 = s.create_consumer("q"), s.create_consumer("q")
+            c1.receive(1).ack()
+            c1.close()
+            assert "q" in b.queue_names()  # one consumer is left
+            got = c2.receive(1)
+            assert got is not None and "q" in b.queue_names()
+            c2.close()  # the unacked one returns to the queue, and the queue goes with it
+        assert b.queue_names() == []
+        assert [d.name for d in b.deleted_queues()] == ["q"]
+
+
+def test_never_consumed_closing_and_reopening_delete_nothing(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    with Broker.open(d) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", auto_delete=True))
+        with b.session() as s:
+            s.send("a", Message(b"1"))
+            s.send("a", Message(b"2"))
+        open_session = b.session()
+        open_session.create_consumer("q").receive(1)  # left open: the broker's close ends it
+    with Broker.open(d) as b:
+        info = b.queue_info("q")
+        assert info.auto_delete and info.message_count == 2  # nothing deleted by the close
+        with b.session() as s:
+            s.create_consumer("q").close()
+        assert b.queue_names() == []
+
+
+def test_a_transaction_holding_an_ack_delays_the_deletion_to_its_end() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with Broker.open("/s", fs=fs, index=index) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", auto_delete=True))
+        with b.session() as s:
+            s.send_many("a", [Message(b"1"), Message(b"2")])
+        t = b.session(transacted=True)
+        c = t.create_consumer("q")
+        c.receive(1).ack()  # acked in the transaction, not committed
+        c.close()
+        assert b.queue_info("q").message_count == 2  # still in delivery: not deleted yet
+        t.commit()
+        assert b.queue_names() == []
+        t.close()
+    fs = fs.crash(keep=0)
+    with Broker.open("/s", fs=fs, index=index) as b:  # the deletion was durable
+        assert b.queue_names() == [] and [d.name for d in b.deleted_queues()] == ["q"]
