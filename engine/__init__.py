@@ -7,7 +7,8 @@
 from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
-                           BrokerFailedError, EngineError, IllegalStateError, InvalidNameError,
+                           BrokerFailedError, EngineError, ExclusiveQueueError,
+                           IllegalStateError, InvalidNameError,
                            MessageNotFoundError, QueueInUseError, QueueNotEmptyError,
                            QueueNotFoundError, ResourceLimitError, RoutingTypeError)
 from engine.model import (AddressInfo, DeletedQueue, Message, QueueConfig, QueueInfo,
@@ -19,7 +20,8 @@ __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
     "BrokerFailedError", "Browser", "Consumer", "DeletedQueue", "Delivery", "EngineError",
-    "IllegalStateError", "InvalidNameError", "Message", "MessageNotFoundError", "QueueConfig",
+    "ExclusiveQueueError", "IllegalStateError", "InvalidNameError", "Message",
+    "MessageNotFoundError", "QueueConfig",
     "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",
     "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError",
     "ScheduledMessage", "Session",

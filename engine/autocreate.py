@@ -75,8 +75,10 @@ def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     auto-created address left with no queues, when the settings say so; delete a Qpid
     auto-delete queue (``QueueConfig.auto_delete``) whose last consumer went, with its messages,
     once nothing of it is in delivery (a transaction's ack waits for its commit or rollback,
-    which call this again). Never while the broker closes."""
-    if queue is None or broker.queues.get(queue.name) is not queue or broker.closing:
+    which call this again). Never while the broker closes, nor for a queue a session owns
+    (``engine.exclusive`` deletes it when the owner closes)."""
+    if queue is None or broker.queues.get(queue.name) is not queue or broker.closing \
+            or queue.name in broker.owners:  # an exclusive queue waits for its owner's close
         return
     if queue.config.auto_delete and queue.had_consumer and not queue.consumers \
             and not queue.delivering:

@@ -20,8 +20,9 @@ from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           IllegalStateError, QueueInUseError, QueueNotEmptyError,
-                           QueueNotFoundError, ResourceLimitError, RoutingTypeError)
+                           ExclusiveQueueError, IllegalStateError, QueueInUseError,
+                           QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
+                           RoutingTypeError)
 from engine.deleted import DeletedQueues
 from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
@@ -86,6 +87,7 @@ class Broker:
         self._failure: Optional[BaseException] = None
         self._closed = False
         self.closing = False
+        self.owners: Dict[str, object] = {}  # Qpid exclusive queues (engine.exclusive)
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
         self._stop_reaper = threading.Event()
@@ -580,7 +582,8 @@ class Broker:
         Raises:
             QueueNotFoundError. QueueInUseError: it has consumers. QueueNotEmptyError: asked
             ``if_empty`` and it holds messages. InvalidArgumentError: a flag not a bool.
-            Nothing is deleted after any of them.
+            ExclusiveQueueError: a session declared it exclusive (that session deletes it,
+            ``Session.delete_queue``). Nothing is deleted after any of them.
         """
         check_bool("if_empty", if_empty)
         check_bool("if_unused", if_unused)
@@ -589,6 +592,8 @@ class Broker:
             queue = self.queues.get(name)
             if queue is None:
                 raise QueueNotFoundError(name)
+            if name in self.owners:  # its owner deletes it through Session.delete_queue
+                raise ExclusiveQueueError(name, ended=False)
             if queue.consumers:
                 raise QueueInUseError(name, len(queue.consumers))
             if if_empty and queue.info().message_count:

@@ -33,6 +33,7 @@ class BrokerCore(Protocol):
         persistence: the journal, image and index. sessions: open sessions.
         deliveries: deliveries handed out since open (their consumption order).
         closing: ``close`` has begun (it ends consumers, which must delete no queue).
+        owners: queue name -> the session that declared it exclusive (``engine.exclusive``).
     """
 
     lock: threading.RLock
@@ -47,6 +48,7 @@ class BrokerCore(Protocol):
     sessions: List[Any]
     deliveries: int
     closing: bool
+    owners: Dict[str, Any]
 
     @property
     def persistence(self) -> Persistence: ...

@@ -76,6 +76,24 @@ class ResourceLimitError(EngineError):
     """A limit refuses the operation (max-consumers reached, queue in use...)."""
 
 
+class ExclusiveQueueError(EngineError):
+    """Another session declared the queue exclusive (Qpid exclusive queue, seed 002): only
+    that session may consume from, browse, declare or delete it until it closes. A session
+    that tried was ended (closed, its unacked deliveries returned) before this was raised.
+
+    Attributes:
+        queue: the queue. ended: whether a session was ended (not for ``Broker`` calls).
+    """
+
+    def __init__(self, queue: str, ended: bool = True) -> None:
+        self.queue = queue
+        self.ended = ended
+        what = "; this session was ended" if ended else ""
+        super().__init__(f"queue {queue!r} is exclusive to a session{what}",
+                         hint="use the session that declared it, or wait until that session "
+                              "closes")
+
+
 class QueueInUseError(ResourceLimitError):
     """A queue with consumers was not deleted (Qpid's ifUnused check; mqstore also refuses
     without it, as Artemis's destroyQueue does without removeConsumers).

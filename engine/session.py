@@ -5,7 +5,9 @@ and durable together on ``commit()`` (one TX record) and undoes them on ``rollba
 returns every message received in the transaction to the head of its queue, delivery count kept
 (seed 000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
 for a message (``receive_nowait()`` does not); a consumer's window bounds the deliveries it holds
-unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue.
+unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue. A session can
+declare and delete queues as a Qpid session does (``declare_queue``, ``delete_queue``;
+exclusive ownership in ``engine.exclusive``).
 
 Why over 500 lines: a delivery settles (ack, reject, release) through its session's bookkeeping
 of what it received, and a consumer's waits through the same; split by class, each module would
@@ -20,15 +22,16 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from engine.core import BrokerCore
 from engine import autocreate
 from engine import delivery as ops
+from engine import exclusive as _exclusive
 from engine.deadletter import move_out
 from engine.addressfull import deadline_of, timed_out
 from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
-from engine.model import Message, ReceivedMessage
+from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
 from engine.names import Destination, parse_destination
 from engine.browser import Browser
 from engine.placement import body_of, must_wait
 from engine.queue import MessageRef, Queue
-from engine.values import TIME_MAX, check_int, check_timeout
+from engine.values import TIME_MAX, check_bool, check_int, check_timeout
 from journal import Ticket
 from recovery.schema import AckReason
 
@@ -321,6 +324,7 @@ class Session:
         q = self._resolve_queue(queue, create=True)
         with self.broker.lock:
             self._check()
+            _exclusive.check_use(self.broker, self, q)
             if 0 < q.config.max_consumers <= len(q.consumers):
                 raise ResourceLimitError(f"queue {q.name!r} has its max-consumers "
                                          f"({q.config.max_consumers}) already")
@@ -335,7 +339,46 @@ class Session:
         q = self._resolve_queue(queue)
         with self.broker.lock:
             self._check()
+            _exclusive.check_use(self.broker, self, q)
             return Browser(self, q)
+
+    # -- declaring (Qpid) ---------------------------------------------------------------------
+    def declare_queue(self, config: QueueConfig, exclusive: bool = False) -> QueueInfo:
+        """Declare a queue as a Qpid session does: create it unless it exists (then it is
+        used as it is); ``exclusive``: this session owns it until it closes (seed 002, see
+        ``engine.exclusive``), and an auto-delete one is deleted at that close.
+
+        Raises:
+            ExclusiveQueueError: another session owns it (this session is ended first). As
+            ``Broker.create_queue`` for a new queue. IllegalStateError: closed.
+        """
+        check_bool("exclusive", exclusive)
+        broker = self.broker
+        with broker.lock:
+            self._check()
+            queue = broker.queues.get(config.name)
+            if queue is None:
+                broker.create_queue(config)
+                queue = broker.find_queue(config.name)
+            else:
+                _exclusive.check_use(broker, self, queue)
+            if exclusive:
+                _exclusive.claim(broker, self, queue)
+            return queue.info()
+
+    def delete_queue(self, name: str, if_empty: bool = False, if_unused: bool = False) -> None:
+        """Delete a queue from this session: as ``Broker.delete_queue``, and the only way to
+        delete a queue this session declared exclusive.
+
+        Raises:
+            ExclusiveQueueError: another session owns it (this session is ended first). As
+            ``Broker.delete_queue``.
+        """
+        check_bool("if_empty", if_empty)
+        check_bool("if_unused", if_unused)
+        with self.broker.lock:
+            self._check()
+            _exclusive.delete(self.broker, self, name, if_empty, if_unused)
 
     def _resolve_queue(self, text: str, create: bool = False) -> Queue:
         dest = parse_destination(text)
@@ -505,6 +548,7 @@ class Session:
             for c in list(self.consumers):
                 c.close()
             self.closed = True
+            _exclusive.session_closed(self.broker, self)
             if self in self.broker.sessions:
                 self.broker.sessions.remove(self)
         if not self.broker.failed:
