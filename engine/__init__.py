@@ -6,6 +6,7 @@
 
 from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
+from engine.connection import Connection
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                            BrokerFailedError, EngineError, ExclusiveQueueError,
                            IllegalStateError, InvalidNameError,
@@ -19,7 +20,8 @@ from engine.settings import AddressFullPolicy, AddressSettings
 __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
-    "BrokerFailedError", "Browser", "Consumer", "DeletedQueue", "Delivery", "EngineError",
+    "BrokerFailedError", "Browser", "Connection", "Consumer", "DeletedQueue", "Delivery",
+    "EngineError",
     "ExclusiveQueueError", "IllegalStateError", "InvalidNameError", "Message",
     "MessageNotFoundError", "QueueConfig",
     "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",

@@ -23,6 +23,7 @@ from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFaile
                            ExclusiveQueueError, IllegalStateError, QueueInUseError,
                            QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
+from engine.connection import Connection
 from engine.deleted import DeletedQueues
 from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
@@ -38,7 +39,7 @@ from engine.session import Session
 from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              check_queue_config, checked_settings, resolve_queue_config)
-from engine.values import TIME_MAX, check_bool, check_int
+from engine.values import TIME_MAX, check_bool, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 from engine.policies import build_policies
 from engine.address import Address
@@ -736,8 +737,23 @@ class Broker:
         ``engine.restore.restore_messages``."""
         restore_messages(self, items)
 
+    def connection(self, client_id: Optional[str] = None) -> Connection:
+        """A new client connection (``engine.connection.Connection``): its sessions count as
+        one connection for no-local queues (Qpid). Close it, or use it as a context manager.
+
+        Raises:
+            IllegalStateError: the broker is closed. InvalidArgumentError: ``client_id`` not
+            a str (or ``None``).
+        """
+        if client_id is not None:
+            check_text("client_id", client_id)
+        with self.lock:
+            self.check_open()
+            return Connection(self, client_id)
+
     def session(self, transacted: bool = False) -> Session:
-        """A new session (``engine.session.Session``); use it as a context manager."""
+        """A new session (``engine.session.Session``), a connection of its own; use it as a
+        context manager."""
         with self.lock:
             self.check_open()
             s = Session(self, transacted)

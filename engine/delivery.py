@@ -21,6 +21,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 from engine.core import BrokerCore
 from engine.deadletter import expire_now, move_out
 from engine.depage import depage
+from engine.exclusive import not_local
 from engine.model import Message
 from engine.names import Destination
 from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
@@ -33,12 +34,14 @@ from recovery import schema
 from recovery.schema import AckReason, RecordKind
 
 
-def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message]
-         ) -> Tuple[Optional[Ticket], List[Message]]:
+def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
+         sender: Optional[Any] = None) -> Tuple[Optional[Ticket], List[Message]]:
     """Route and place messages; journal the durable ones, in as few writes as the record
     size limit allows (tickets complete in order, so the last one covers them all). The
     address-full policies apply first: dropped messages are counted, paged ones wait with
     their queues' paged references.
+
+    ``sender``: the sending session, for no-local queues (``engine.exclusive.not_local``).
 
     Returns:
         The ticket to wait on, and the messages (in order) that wait for room on a full
@@ -49,7 +52,7 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message]
             message exceeds the journal's record size), AddressFullError (a FAIL address is
             full): before anything is placed.
     """
-    routed = [(route(broker, dest), msg) for msg in messages]
+    routed = [(_route_from(broker, dest, sender), msg) for msg in messages]
     limit = broker.persistence.journal.options.max_frame()
     for (addr, queues), msg in routed:
         fitting_bound(addr.name, len(queues), msg, limit)
@@ -61,6 +64,13 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message]
             placement.add(addr.name, queues, msg, paged)
         ticket = placement.write() or ticket
     return ticket, [msg for _route, msg in admitted.blocked]
+
+
+def _route_from(broker: BrokerCore, dest: Destination, sender: Optional[Any]
+                ) -> Tuple[Any, List[Queue]]:
+    """``route``, without the no-local queues ``sender``'s connection owns."""
+    addr, queues = route(broker, dest)
+    return addr, not_local(broker, queues, sender)
 
 
 def deliver(broker: BrokerCore, queue: Queue, consumer: Any) -> Optional[Tuple[MessageRef,
@@ -242,9 +252,10 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
 
 
 def commit(broker: BrokerCore, sends: Sequence[Tuple[Destination, Message]],
-           acks: Sequence[Removal]) -> Optional[Ticket]:
+           acks: Sequence[Removal], sender: Optional[Any] = None) -> Optional[Ticket]:
     """Apply a transaction: every send and ack, and what policies decide for the sends, in one
-    TX record (durable parts), then in memory. Routing happens now, at commit.
+    TX record (durable parts), then in memory. Routing happens now, at commit (``sender``: the
+    committing session, for no-local queues).
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (the
@@ -252,7 +263,7 @@ def commit(broker: BrokerCore, sends: Sequence[Tuple[Destination, Message]],
             DROP drops, PAGE pages, BLOCK waited at the send): nothing of the transaction is
             applied.
     """
-    routed = [(route(broker, dest), msg) for dest, msg in sends]
+    routed = [(_route_from(broker, dest, sender), msg) for dest, msg in sends]
     size = sum(record_bound(addr.name, len(queues), msg) for (addr, queues), msg in routed)
     size += ACK_BOUND * len(acks)
     limit = broker.persistence.journal.options.max_frame()

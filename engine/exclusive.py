@@ -9,13 +9,15 @@ another session that tries is ended and gets ``ExclusiveQueueError``. Sending to
 open to everyone, as publishing through an exchange does in Qpid. When the owner closes, an
 auto-delete queue it owned is deleted (``QueueConfig.auto_delete``); ownership itself lives in
 RAM only: it ends with the broker object, and a reopened store has no owners. Separate from
-Artemis's exclusive consumers (``QueueConfig.exclusive``). Every function runs with the broker
+Artemis's exclusive consumers (``QueueConfig.exclusive``). A no-local queue
+(``QueueConfig.no_local``) an owner holds does not receive what sessions of the owner's
+connection send (``not_local``; ``engine.connection``). Every function runs with the broker
 lock held (re-entrant).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List, Optional
 
 from engine.core import BrokerCore
 from engine.errors import ExclusiveQueueError
@@ -75,3 +77,22 @@ def session_closed(broker: BrokerCore, session: Any) -> None:
         if queue is not None and queue.config.auto_delete and not broker.closing \
                 and not queue.consumers:
             broker.delete_queue(name)
+
+
+def not_local(broker: BrokerCore, queues: List[Queue], sender: Optional[Any]) -> List[Queue]:
+    """``queues`` without the no-local ones (``QueueConfig.no_local``) whose owner is on the
+    same connection as ``sender`` (the sending session; ``None``: not a session's send). A
+    no-local queue no session owns receives everything."""
+    if sender is None:
+        return queues
+    return [q for q in queues
+            if not (q.config.no_local and _same_connection(broker.owners.get(q.name), sender))]
+
+
+def _same_connection(owner: Optional[Any], sender: Any) -> bool:
+    if owner is None:
+        return False
+    if owner is sender:
+        return True
+    conn = getattr(owner, "connection", None)
+    return conn is not None and conn is getattr(sender, "connection", None)

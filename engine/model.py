@@ -142,6 +142,8 @@ class QueueConfig:
             Closing the broker or a crash never deletes it: after a reopen it waits for a
             consumer to come and go again. Separate from Artemis's auto-delete of
             auto-created queues.
+        no_local: Qpid no-local: while a session owns the queue (declared it exclusive), what
+            sessions of the owner's connection send does not reach it (``engine.connection``).
     """
 
     name: str
@@ -157,6 +159,7 @@ class QueueConfig:
     non_destructive: Optional[bool] = None
     persist_last_node: bool = False
     auto_delete: bool = False
+    no_local: bool = False
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
@@ -166,7 +169,8 @@ class QueueConfig:
                 "last_value_key": self.last_value_key,
                 "non_destructive": bool(self.non_destructive),
                 **({"persist_last_node": True} if self.persist_last_node else {}),
-                **({"auto_delete": True} if self.auto_delete else {})}
+                **({"auto_delete": True} if self.auto_delete else {}),
+                **({"no_local": True} if self.no_local else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -176,7 +180,8 @@ class QueueConfig:
                    int(cfg.get("max_consumers", -1)), bool(cfg.get("exclusive", False)),
                    bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
                    cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)),
-                   bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)))
+                   bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)),
+                   bool(cfg.get("no_local", False)))
 
 
 @dataclass(frozen=True)
@@ -232,6 +237,7 @@ class QueueInfo:
     paged_count: int = 0
     persist_last_node: bool = False
     auto_delete: bool = False
+    no_local: bool = False
 
 
 @dataclass(frozen=True)

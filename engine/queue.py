@@ -480,4 +480,4 @@ class Queue:
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
                          bool(c.non_destructive), self.paged.count(), c.persist_last_node,
-                         c.auto_delete)
+                         c.auto_delete, c.no_local)

@@ -238,6 +238,7 @@ class Session:
         self.broker = broker
         self.transacted = transacted
         self.closed = False
+        self.connection: Optional[Any] = None  # engine.connection.Connection, when made by one
         self.consumers: List[Consumer] = []
         self.received: Dict[int, Delivery] = {}
         self._tx_sends: List[Tuple[Destination, Message]] = []
@@ -307,7 +308,7 @@ class Session:
                 return None, messages
             self._tx_sends.extend((dest, m) for m in messages)
             return None, []
-        return ops.send(broker, dest, messages)
+        return ops.send(broker, dest, messages, self)
 
     # -- consuming ----------------------------------------------------------------------------
     def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW) -> Consumer:
@@ -480,7 +481,8 @@ class Session:
             if not self.transacted:
                 raise IllegalStateError("commit on a non-transacted session")
             acked = [d for d in self.received.values() if d.state == "acked-in-tx"]
-            ticket = ops.commit(broker, self._tx_sends, [(d._ref, d._reason) for d in acked])
+            ticket = ops.commit(broker, self._tx_sends, [(d._ref, d._reason) for d in acked],
+                                self)
             self._tx_sends = []
             for d in acked:
                 object.__setattr__(d, "state", "settled")

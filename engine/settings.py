@@ -299,7 +299,8 @@ def check_queue_config(config: QueueConfig) -> None:
         raise InvalidArgumentError("max_consumers", "-1 (no limit) or at least 1")
     if config.ring_size is not None:
         check_int("ring_size", config.ring_size, -1, TIME_MAX)
-    for name in ("durable", "auto_created", "last_value", "persist_last_node", "auto_delete"):
+    for name in ("durable", "auto_created", "last_value", "persist_last_node", "auto_delete",
+                 "no_local"):
         check_bool(name, getattr(config, name))
     if config.persist_last_node and not config.durable:
         raise InvalidArgumentError("persist_last_node", f"queue {config.name!r} is not durable: "

@@ -1,6 +1,7 @@
 """Qpid exclusive queues (seed 002): a queue a session declared exclusive is usable only by that
 session until it closes; a declare, subscribe or delete from another session raises and ends
-that session; an exclusive auto-delete queue goes when its owner closes."""
+that session; an exclusive auto-delete queue goes when its owner closes; a no-local one does not
+receive what the owner's connection sends."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engine import (Broker, ExclusiveQueueError, IllegalStateError, Message, QueueConfig,
-                    QueueNotEmptyError)
+                    QueueNotEmptyError, RoutingType)
 
 
 def test_only_the_owner_uses_it_and_others_are_ended(tmp_path: Path) -> None:
@@ -78,3 +79,32 @@ def test_declare_uses_an_existing_queue_and_claims_a_free_one(tmp_path: Path) ->
             second.declare_queue(QueueConfig("q", "a"), exclusive=True)
         first.close()
         assert b.session().declare_queue(QueueConfig("q", "a"), exclusive=True).name == "q"
+
+
+def test_no_local_discards_what_the_owners_connection_sends(tmp_path: Path) -> None:
+    d = str(tmp_path / "s")
+    with Broker.open(d) as b:
+        b.create_address("chat", {RoutingType.MULTICAST})
+        b.create_queue(QueueConfig("log", "chat", RoutingType.MULTICAST))
+        me, them = b.connection("me"), b.connection("them")
+        mine, also_mine, theirs = me.session(), me.session(), them.session()
+        mine.declare_queue(QueueConfig("inbox", "chat", RoutingType.MULTICAST, no_local=True),
+                           exclusive=True)
+        assert b.queue_info("inbox").no_local
+        mine.send("chat", Message(b"from me"))
+        also_mine.send("chat", Message(b"also from me"))  # same connection: discarded too
+        theirs.send("chat", Message(b"from them"))
+        tx = me.session(transacted=True)
+        tx.send("chat", Message(b"tx from me"))
+        tx.commit()
+        b.session().send("chat", Message(b"from a plain session"))  # a connection of its own
+        got = [m.message.body for m in mine.create_browser("inbox")]
+        assert got == [b"from them", b"from a plain session"]
+        assert b.queue_info("log").message_count == 5  # not no-local: it has them all
+        me.close()  # the owner is gone: no connection's sends are local any more
+        b.session().send("chat", Message(b"later"))
+        assert b.queue_info("inbox").message_count == 3
+        with pytest.raises(IllegalStateError):
+            me.session()
+    with Broker.open(d) as b:  # the flag is journaled; ownership is not
+        assert b.queue_info("inbox").no_local and b.queue_info("inbox").message_count == 3
