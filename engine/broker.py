@@ -597,8 +597,9 @@ class Broker:
                 raise ExclusiveQueueError(name, ended=False)
             if queue.consumers:
                 raise QueueInUseError(name, len(queue.consumers))
-            if if_empty and queue.info().message_count:
-                raise QueueNotEmptyError(name, queue.info().message_count)
+            held = queue.info().message_count if if_empty else 0
+            if held:
+                raise QueueNotEmptyError(name, held)
             ticket = None
             now = self.now_ms()
             cfg = queue.config
