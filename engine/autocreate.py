@@ -80,9 +80,8 @@ def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     if queue is None or broker.queues.get(queue.name) is not queue or broker.closing \
             or queue.name in broker.owners:  # an exclusive queue waits for its owner's close
         return
-    if queue.config.auto_delete and queue.had_consumer and not queue.consumers \
-            and not queue.delivering:
-        broker.delete_queue(queue.name)
+    if queue.config.auto_delete and queue.had_consumer and idle(broker, queue):
+        auto_delete(broker, queue)
         return
     st = broker.settings.resolve(queue.config.address)
     if not (queue.config.auto_created and st.auto_delete_queues):
@@ -94,3 +93,36 @@ def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     if addr is not None and addr.auto_created and not addr.queues \
             and broker.settings.resolve(addr.name).auto_delete_addresses:
         broker.delete_address(addr.name)
+
+
+def idle(broker: BrokerCore, queue: Queue) -> bool:
+    """Whether a Qpid auto-delete queue may go now: no consumer, nothing in delivery, no
+    owning session, the broker not closing."""
+    return not queue.consumers and not queue.delivering and queue.name not in broker.owners \
+        and not broker.closing
+
+
+def auto_delete(broker: BrokerCore, queue: Queue) -> None:
+    """Delete an idle auto-delete queue now, or, with ``auto_delete_delay_ms``
+    (``qpid.auto_delete_timeout``), once that much time has passed with it still idle: the
+    scheduler runs ``run_due_auto_deletes`` then (a consumer that comes meanwhile cancels it)."""
+    delay = queue.config.auto_delete_delay_ms
+    if delay <= 0:
+        broker.delete_queue(queue.name)
+        return
+    queue.auto_delete_at = broker.now_ms() + delay
+    broker.wake_scheduler()
+
+
+def run_due_auto_deletes(broker: BrokerCore, now: int) -> int:
+    """Delete the auto-delete queues whose delay has passed and that are still idle; return
+    how many."""
+    done = 0
+    for queue in list(broker.queues.values()):
+        at = queue.auto_delete_at
+        if at is not None and at <= now:
+            queue.auto_delete_at = None
+            if idle(broker, queue):
+                broker.delete_queue(queue.name)
+                done += 1
+    return done

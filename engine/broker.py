@@ -357,7 +357,8 @@ class Broker:
 
     def deliver_scheduled(self) -> int:
         """Put every scheduled message due now (the broker's clock) on the head of its queue
-        and hand it to waiting consumers (seed 000 §3; ``engine.scheduling``). The broker
+        and hand it to waiting consumers (seed 000 §3; ``engine.scheduling``), then run the
+        delayed auto-deletes that are due (``QueueConfig.auto_delete_delay_ms``). The broker
         does this itself: on a timer, at each receive and at open; call it after moving an
         injected ``clock`` forward.
 

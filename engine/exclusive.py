@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
+from engine.autocreate import auto_delete, idle
 from engine.core import BrokerCore
 from engine.errors import ExclusiveQueueError
 from engine.queue import Queue
@@ -74,9 +75,8 @@ def session_closed(broker: BrokerCore, session: Any) -> None:
     for name in [n for n, s in broker.owners.items() if s is session]:
         del broker.owners[name]
         queue = broker.queues.get(name)
-        if queue is not None and queue.config.auto_delete and not broker.closing \
-                and not queue.consumers:
-            broker.delete_queue(name)
+        if queue is not None and queue.config.auto_delete and idle(broker, queue):
+            auto_delete(broker, queue)
 
 
 def not_local(broker: BrokerCore, queues: List[Queue], sender: Optional[Any]) -> List[Queue]:

@@ -142,6 +142,9 @@ class QueueConfig:
             Closing the broker or a crash never deletes it: after a reopen it waits for a
             consumer to come and go again. Separate from Artemis's auto-delete of
             auto-created queues.
+        auto_delete_delay_ms: with ``auto_delete``, wait this long (ms, by the broker's clock)
+            before deleting; a consumer that comes meanwhile keeps the queue (Qpid
+            ``qpid.auto_delete_timeout``). 0: at once.
         no_local: Qpid no-local: while a session owns the queue (declared it exclusive), what
             sessions of the owner's connection send does not reach it (``engine.connection``).
     """
@@ -160,6 +163,7 @@ class QueueConfig:
     persist_last_node: bool = False
     auto_delete: bool = False
     no_local: bool = False
+    auto_delete_delay_ms: int = 0
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
@@ -170,7 +174,9 @@ class QueueConfig:
                 "non_destructive": bool(self.non_destructive),
                 **({"persist_last_node": True} if self.persist_last_node else {}),
                 **({"auto_delete": True} if self.auto_delete else {}),
-                **({"no_local": True} if self.no_local else {})}
+                **({"no_local": True} if self.no_local else {}),
+                **({"auto_delete_delay": self.auto_delete_delay_ms}
+                   if self.auto_delete_delay_ms else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -181,7 +187,7 @@ class QueueConfig:
                    bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
                    cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)),
                    bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)),
-                   bool(cfg.get("no_local", False)))
+                   bool(cfg.get("no_local", False)), int(cfg.get("auto_delete_delay", 0)))
 
 
 @dataclass(frozen=True)
@@ -238,6 +244,7 @@ class QueueInfo:
     persist_last_node: bool = False
     auto_delete: bool = False
     no_local: bool = False
+    auto_delete_delay_ms: int = 0
 
 
 @dataclass(frozen=True)

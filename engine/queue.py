@@ -83,6 +83,7 @@ class Queue:
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
         self.had_consumer = False  # since the broker opened (Qpid auto-delete waits for one)
+        self.auto_delete_at: Optional[int] = None  # ms: a delayed Qpid auto-delete is due
         self.waiters: Deque[Any] = deque()
         self.policies: List[QueuePolicy] = list(policies)
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
@@ -480,4 +481,4 @@ class Queue:
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
                          bool(c.non_destructive), self.paged.count(), c.persist_last_node,
-                         c.auto_delete, c.no_local)
+                         c.auto_delete, c.no_local, c.auto_delete_delay_ms)

@@ -6,7 +6,8 @@ the management steps on scheduled buffers; the decisions themselves are
 The thread sleeps until the earliest due time of any queue (at most a minute, so a clock
 injected for tests never leaves it asleep for long) and is woken when a message is scheduled.
 Due messages are also put on their queue at each receive from it and at open, so the thread
-only matters for consumers asleep in ``receive``.
+only matters for consumers asleep in ``receive``. The same thread runs delayed Qpid
+auto-deletes when they are due (``engine.autocreate.run_due_auto_deletes``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import weakref
 from typing import Callable, List, Optional
 
+from engine.autocreate import run_due_auto_deletes
 from engine.core import BrokerCore
 from engine.errors import BrokerFailedError, IllegalStateError, MessageNotFoundError
 from engine.model import ScheduledMessage
@@ -68,8 +70,8 @@ class Scheduler:
                     broker.check_open()
                 except (BrokerFailedError, IllegalStateError):
                     return
-                times = [t for t in (q.scheduled.next_due() for q in broker.queues.values())
-                         if t is not None]
+                times = [t for q in broker.queues.values()
+                         for t in (q.scheduled.next_due(), q.auto_delete_at) if t is not None]
             delay = MAX_SLEEP if not times else (min(times) - broker.now_ms()) / 1000.0
             del broker
             if delay > 0:
@@ -103,6 +105,8 @@ class Scheduler:
             broker.wait(ticket)
             count += stepped
             if not stepped:
+                with broker.lock:  # delayed Qpid auto-deletes that are due
+                    run_due_auto_deletes(broker, broker.now_ms())
                 return count
 
     def listing(self, queue: str, limit: int) -> List[ScheduledMessage]:

@@ -332,6 +332,7 @@ class Session:
             c = Consumer(self, q, window)
             q.consumers.append(c)
             q.had_consumer = True
+            q.auto_delete_at = None  # a delayed auto-delete is off: it is in use again
             self.consumers.append(c)
             return c
 

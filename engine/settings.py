@@ -302,6 +302,7 @@ def check_queue_config(config: QueueConfig) -> None:
     for name in ("durable", "auto_created", "last_value", "persist_last_node", "auto_delete",
                  "no_local"):
         check_bool(name, getattr(config, name))
+    check_int("auto_delete_delay_ms", config.auto_delete_delay_ms, 0, TIME_MAX)
     if config.persist_last_node and not config.durable:
         raise InvalidArgumentError("persist_last_node", f"queue {config.name!r} is not durable: "
                                    f"only a durable queue can be made to store its non-durable "

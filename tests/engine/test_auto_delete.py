@@ -6,9 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from engine import Broker, Message, QueueConfig
+from engine.errors import InvalidArgumentError
 from journal import SimulatedFileSystem
 from recovery import MemoryIndex
+
+T0 = 1_700_000_000_000
 
 
 def test_deleted_when_the_last_consumer_goes_with_its_messages(tmp_path: Path) -> None:
@@ -66,3 +71,38 @@ def test_a_transaction_holding_an_ack_delays_the_deletion_to_its_end() -> None:
     fs = fs.crash(keep=0)
     with Broker.open("/s", fs=fs, index=index) as b:  # the deletion was durable
         assert b.queue_names() == [] and [d.name for d in b.deleted_queues()] == ["q"]
+
+
+def test_a_delay_lets_a_new_consumer_keep_the_queue() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    now = [T0]
+    with Broker.open("/s", fs=fs, index=index, clock=lambda: now[0]) as b:
+        b.create_address("a")
+        with pytest.raises(InvalidArgumentError):
+            b.create_queue(QueueConfig("bad", "a", auto_delete=True, auto_delete_delay_ms=-1))
+        b.create_queue(QueueConfig("q", "a", auto_delete=True, auto_delete_delay_ms=5000))
+        assert b.queue_info("q").auto_delete
+        s = b.session()
+        s.create_consumer("q").close()  # idle from T0: due at T0 + 5000
+        now[0] = T0 + 4999
+        b.deliver_scheduled()
+        assert "q" in b.queue_names()
+        c = s.create_consumer("q")  # in use again: the pending deletion is off
+        now[0] = T0 + 6000
+        b.deliver_scheduled()
+        assert "q" in b.queue_names()
+        c.close()  # idle again from T0 + 6000
+        now[0] = T0 + 10_999
+        b.deliver_scheduled()
+        assert "q" in b.queue_names()
+        now[0] = T0 + 11_000
+        b.deliver_scheduled()
+        assert b.queue_names() == []
+        assert [(d.name, d.deleted_at) for d in b.deleted_queues()] == [("q", T0 + 11_000)]
+        b.create_queue(QueueConfig("r", "a", auto_delete=True, auto_delete_delay_ms=1000))
+        s.create_consumer("r").close()  # pending when the broker closes: nothing deleted
+    with Broker.open("/s", fs=fs, index=index, clock=lambda: now[0] + 60_000) as b:
+        b.deliver_scheduled()
+        assert b.queue_names() == ["r"]
+        info = b.queue_info("r")  # the delay is journaled with the queue
+        assert info.auto_delete and info.auto_delete_delay_ms == 1000
