@@ -75,13 +75,14 @@ def maybe_delete(broker: BrokerCore, queue: Optional[Queue]) -> None:
     auto-created address left with no queues, when the settings say so; delete a Qpid
     auto-delete queue (``QueueConfig.auto_delete``) whose last consumer went, with its messages,
     once nothing of it is in delivery (a transaction's ack waits for its commit or rollback,
-    which call this again). Never while the broker closes, nor for a queue a session owns
-    (``engine.exclusive`` deletes it when the owner closes)."""
-    if queue is None or broker.queues.get(queue.name) is not queue or broker.closing \
+    which call this again), and never while the broker closes (a restart deletes no such
+    queue). A queue a session owns is left to ``engine.exclusive`` (the owner's close)."""
+    if queue is None or broker.queues.get(queue.name) is not queue \
             or queue.name in broker.owners:  # an exclusive queue waits for its owner's close
         return
-    if queue.config.auto_delete and queue.had_consumer and idle(broker, queue):
-        auto_delete(broker, queue)
+    if queue.config.auto_delete:
+        if queue.had_consumer and idle(broker, queue):
+            auto_delete(broker, queue)
         return
     st = broker.settings.resolve(queue.config.address)
     if not (queue.config.auto_created and st.auto_delete_queues):

@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, List, Optional
 
+from engine.errors import IllegalStateError
+
 _ids = itertools.count(1)
 
 
@@ -37,13 +39,11 @@ class Connection:
         Raises:
             IllegalStateError: the connection or the broker is closed.
         """
-        from engine.errors import IllegalStateError
-
         if self.closed:
             raise IllegalStateError("the connection is closed")
         s = self.broker.session(transacted)
         s.connection = self
-        self.sessions.append(s)
+        self.sessions = [x for x in self.sessions if not x.closed] + [s]
         return s
 
     def close(self) -> None:

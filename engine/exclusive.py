@@ -45,11 +45,6 @@ def claim(broker: BrokerCore, session: Any, queue: Queue) -> None:
     broker.owners[queue.name] = session
 
 
-def owned(broker: BrokerCore, queue: Queue) -> bool:
-    """Whether a session owns ``queue`` (an auto-delete then waits for the owner's close)."""
-    return queue.name in broker.owners
-
-
 def delete(broker: BrokerCore, session: Any, name: str, if_empty: bool, if_unused: bool
            ) -> None:
     """``Session.delete_queue``: the owner (or anyone, for a queue no session owns) deletes.
@@ -83,7 +78,7 @@ def not_local(broker: BrokerCore, queues: List[Queue], sender: Optional[Any]) ->
     """``queues`` without the no-local ones (``QueueConfig.no_local``) whose owner is on the
     same connection as ``sender`` (the sending session; ``None``: not a session's send). A
     no-local queue no session owns receives everything."""
-    if sender is None:
+    if sender is None or not broker.owners:  # the common case: nothing to look at
         return queues
     return [q for q in queues
             if not (q.config.no_local and _same_connection(broker.owners.get(q.name), sender))]
