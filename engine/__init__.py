@@ -9,11 +9,12 @@ from engine.broker import Broker
 from engine.connection import Connection
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                            BrokerFailedError, EngineError, ExclusiveQueueError,
-                           IllegalStateError, InvalidNameError,
-                           MessageNotFoundError, QueueInUseError, QueueNotEmptyError,
+                           IllegalStateError, InvalidArgumentError, InvalidNameError,
+                           MessageNotFoundError, QueueFullError, QueueInUseError,
+                           QueueNotEmptyError,
                            QueueNotFoundError, ResourceLimitError, RoutingTypeError)
-from engine.model import (AddressInfo, DeletedQueue, Message, QueueConfig, QueueInfo,
-                          ReceivedMessage, RoutingType, ScheduledMessage)
+from engine.model import (AddressInfo, DeletedQueue, Message, PolicyType, QueueConfig,
+                          QueueInfo, ReceivedMessage, RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
 from engine.settings import AddressFullPolicy, AddressSettings
 
@@ -22,8 +23,8 @@ __all__ = [
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
     "BrokerFailedError", "Browser", "Connection", "Consumer", "DeletedQueue", "Delivery",
     "EngineError",
-    "ExclusiveQueueError", "IllegalStateError", "InvalidNameError", "Message",
-    "MessageNotFoundError", "QueueConfig",
+    "ExclusiveQueueError", "IllegalStateError", "InvalidArgumentError", "InvalidNameError",
+    "Message", "MessageNotFoundError", "PolicyType", "QueueConfig", "QueueFullError",
     "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",
     "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError",
     "ScheduledMessage", "Session",

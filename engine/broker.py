@@ -218,6 +218,8 @@ class Broker:
             queue = self.new_queue(qi.id, config)
             self._attach_queue(queue)
             queue.open_from_index()
+            if config.max_size > 0:  # what a Qpid max_size counts (``engine.queuelimits``)
+                queue.count_held_bytes()
 
     def new_queue(self, qid: int, config: QueueConfig) -> Queue:
         """A runtime queue sharing this broker's RAM budget (not attached yet)."""

@@ -49,7 +49,8 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError, RecordTooLargeError (one
-            message exceeds the journal's record size), AddressFullError (a FAIL address is
+            message exceeds the journal's record size), QueueFullError (a queue's Qpid size
+            limit), AddressFullError (a FAIL address is
             full): before anything is placed.
     """
     routed = [(_route_from(broker, dest, sender), msg) for msg in messages]
@@ -167,14 +168,21 @@ def serve_waiters(broker: BrokerCore, queue: Queue) -> None:
     queue.waiters.extendleft(reversed(kept))
 
 
+def in_delivery(ref: MessageRef) -> bool:
+    """Whether ``ref`` is still in delivery on its queue: false once a Qpid ring removed it
+    (``engine.queuelimits``; settling or releasing it then does nothing, as in Qpid)."""
+    return ref.queue.delivering.get(ref.msg.mid) is ref
+
+
 def settle(broker: BrokerCore, refs: Iterable[Removal], journal: bool = True) -> Optional[Ticket]:
     """Remove references in delivery for good (acked...), journaling ACK records with reasons
     (unless ``journal`` is false: their ACKs are already inside a TX record). References of
-    non-destructive queues stay on the queue."""
+    non-destructive queues stay on the queue; those a ring removed meanwhile are gone
+    already."""
     records = []
     for ref, reason in refs:
         queue = ref.queue
-        if queue.non_destructive:
+        if queue.non_destructive or not in_delivery(ref):
             continue
         queue.settle(ref)
         if ref.journaled and journal:
@@ -195,7 +203,8 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
     now = broker.now_ms()
     by_queue: Dict[int, List[MessageRef]] = {}
     for ref in refs:
-        by_queue.setdefault(ref.queue.id, []).append(ref)
+        if ref.queue.non_destructive or in_delivery(ref):
+            by_queue.setdefault(ref.queue.id, []).append(ref)
     dead: List[Removal] = []
     removals: List[Removal] = []
     returned: List[MessageRef] = []
@@ -274,7 +283,7 @@ def commit(broker: BrokerCore, sends: Sequence[Tuple[Destination, Message]],
     for ((addr, queues), msg), paged in zip(admitted.accepted, admitted.paged, strict=True):
         placement.add(addr.name, queues, msg, paged)
     ack_payloads = [schema.ack(ref.queue.id, ref.msg.mid, reason) for ref, reason in acks
-                    if ref.journaled and not ref.queue.non_destructive]
+                    if ref.journaled and not ref.queue.non_destructive and in_delivery(ref)]
     ticket = placement.write(ack_payloads, as_tx=True)
     settle(broker, acks, journal=False)
     return ticket

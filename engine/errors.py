@@ -171,3 +171,24 @@ class AddressFullError(ResourceLimitError):
         super().__init__(f"address {address!r} is full{reached}{why}",
                          hint="consume from its queues, or raise the limit with "
                               "set_address_settings()")
+
+
+class QueueFullError(ResourceLimitError):
+    """A send was refused because a queue is at its Qpid size limit (seed 002 "Controlling
+    queue size"; Qpid's ResourceLimitExceededException): its policy is ``reject``, or
+    ``ring_strict`` and the oldest message is in delivery, or the message alone is larger than
+    a ring queue's ``max_size``. Nothing of the send (or of the transaction, at commit) was
+    stored, on any queue.
+
+    Attributes:
+        queue: the queue. limit: ``"max_count"`` or ``"max_size"``. policy: the queue's
+            policy type value.
+    """
+
+    def __init__(self, queue: str, limit: str, policy: str, why: str = "") -> None:
+        self.queue = queue
+        self.limit = limit
+        self.policy = policy
+        super().__init__(f"queue {queue!r} is full ({limit} reached, policy {policy}){why}",
+                         hint="consume from the queue, or declare it with a larger limit or "
+                              "another policy_type")

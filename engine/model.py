@@ -23,6 +23,27 @@ class RoutingType(str, enum.Enum):
     MULTICAST = "multicast"
 
 
+class PolicyType(str, enum.Enum):
+    """What a Qpid queue does with a send that would take it over its ``max_count`` or
+    ``max_size`` (seed 002 "Controlling queue size", Qpid ``qpid.policy_type``).
+
+    - ``REJECT``: the publisher gets ``QueueFullError``, nothing of the send is stored
+      (default for non-durable queues).
+    - ``FLOW_TO_DISK``: the message is stored but its content leaves memory: it is paged with
+      its address (``engine.depage``) and joins the queue as the queue drains (default for
+      durable queues).
+    - ``RING``: the oldest messages on the queue are removed to make room, even one a consumer
+      has acquired and not accepted (its later ack does nothing).
+    - ``RING_STRICT``: as ``RING``, but a message in delivery is never removed: when the
+      oldest is, the publisher gets ``QueueFullError`` and nothing is stored.
+    """
+
+    REJECT = "reject"
+    FLOW_TO_DISK = "flow_to_disk"
+    RING = "ring"
+    RING_STRICT = "ring_strict"
+
+
 def parse_routing_types(values: Iterable[object]) -> Set[RoutingType]:
     """The routing types named by ``values`` (``RoutingType`` members or their values).
 
@@ -147,6 +168,14 @@ class QueueConfig:
             ``qpid.auto_delete_timeout``). 0: at once.
         no_local: Qpid no-local: while a session owns the queue (declared it exclusive), what
             sessions of the owner's connection send does not reach it (``engine.connection``).
+        max_count: Qpid ``qpid.max_count``: most messages the queue holds (ready, in
+            delivery, scheduled; not those paged with its address); -1 or 0: no limit (Qpid
+            reads 0 as none).
+        max_size: Qpid ``qpid.max_size``: most body bytes those messages hold; -1 or 0: no
+            limit.
+        policy_type: what a send past either limit does (``PolicyType``); ``None``: Qpid's
+            default, ``FLOW_TO_DISK`` for a durable queue, ``REJECT`` for a non-durable one.
+            A message exactly at a limit is accepted; one more is past it.
     """
 
     name: str
@@ -164,6 +193,21 @@ class QueueConfig:
     auto_delete: bool = False
     no_local: bool = False
     auto_delete_delay_ms: int = 0
+    max_count: int = -1
+    max_size: int = -1
+    policy_type: Optional[PolicyType] = None
+
+    @property
+    def limited(self) -> bool:
+        """Whether ``max_count`` or ``max_size`` bounds the queue."""
+        return self.max_count > 0 or self.max_size > 0
+
+    @property
+    def effective_policy(self) -> PolicyType:
+        """``policy_type``, or Qpid's default for the queue's durability."""
+        if self.policy_type is not None:
+            return PolicyType(self.policy_type)
+        return PolicyType.FLOW_TO_DISK if self.durable else PolicyType.REJECT
 
     def to_record(self) -> Dict[str, Any]:
         """The settings journaled in QUEUE_ADD (everything but name, address, routing type)."""
@@ -176,7 +220,11 @@ class QueueConfig:
                 **({"auto_delete": True} if self.auto_delete else {}),
                 **({"no_local": True} if self.no_local else {}),
                 **({"auto_delete_delay": self.auto_delete_delay_ms}
-                   if self.auto_delete_delay_ms else {})}
+                   if self.auto_delete_delay_ms else {}),
+                **({"max_count": self.max_count} if self.max_count > 0 else {}),
+                **({"max_size": self.max_size} if self.max_size > 0 else {}),
+                **({"policy_type": PolicyType(self.policy_type).value}
+                   if self.policy_type is not None else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -187,7 +235,9 @@ class QueueConfig:
                    bool(cfg.get("auto_created", False)), int(cfg.get("ring_size", -1)),
                    cfg.get("last_value_key"), False, bool(cfg.get("non_destructive", False)),
                    bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)),
-                   bool(cfg.get("no_local", False)), int(cfg.get("auto_delete_delay", 0)))
+                   bool(cfg.get("no_local", False)), int(cfg.get("auto_delete_delay", 0)),
+                   int(cfg.get("max_count", -1)), int(cfg.get("max_size", -1)),
+                   PolicyType(cfg["policy_type"]) if cfg.get("policy_type") else None)
 
 
 @dataclass(frozen=True)
@@ -219,7 +269,8 @@ class QueueInfo:
     broker opened (killed: dead-lettered, rejected or evicted from a ring; last-value
     replacements are not counted). paged_count: messages routed to the queue while its address
     pages, not on the queue yet (seed 000 §4: counted in message_count, not against a ring
-    size).
+    size). max_count, max_size, policy_type: the Qpid size limits (-1: none) and the policy
+    in force (``PolicyType`` value; ``None`` when the queue has no limit).
     """
 
     name: str
@@ -245,6 +296,9 @@ class QueueInfo:
     auto_delete: bool = False
     no_local: bool = False
     auto_delete_delay_ms: int = 0
+    max_count: int = -1
+    max_size: int = -1
+    policy_type: Optional[str] = None
 
 
 @dataclass(frozen=True)

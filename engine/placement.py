@@ -26,6 +26,7 @@ from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.pagedrefs import spill
 from engine.queue import PENDING, MessageRef, Queue, StoredMessage, kept_body
+from engine.queuelimits import make_room, plan
 from engine.refs import placement_number
 from engine.scheduled import SCHED_PROPERTY, scheduled_time
 from journal import RecordTooLargeError, Ticket
@@ -86,6 +87,7 @@ class Placement:
         self.touched: Dict[int, Queue] = {}
         self.base_lsn = broker.persistence.journal.next_lsn - 1
         self.scheduled = False  # a message went to a scheduled buffer
+        self.evicted: Dict[int, int] = {}  # queue id -> body bytes removed, not forgotten yet
 
     def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
             ) -> None:
@@ -115,8 +117,12 @@ class Placement:
         if queues and not journaled:
             broker.sizes.add_transient(stored, paged)
         refs = []
+        size = len(msg.body)
         for q in queues:
             self.touched[q.id] = q
+            if q.limited:  # a Qpid ring makes room first (``engine.queuelimits``)
+                self._removed(make_room(q, size, self.evicted.get(q.id, 0)))
+            q.held_bytes += size
             if at and q in journaled:  # the index holds it: nothing in RAM
                 q.scheduled.added_durable(at)
                 q.added += 1
@@ -130,11 +136,16 @@ class Placement:
             elif paged:
                 q.add_paged(ref)
             else:
-                self.removals += q.add_tail(ref, self.now)
+                self._removed(q.add_tail(ref, self.now))
             refs.append(ref)
         self.placed.append((stored, refs, slot))
         if paged:
             self.spill.append((stored, [r for r in refs if not r.journaled]))
+
+    def _removed(self, removals: List[Removal]) -> None:
+        self.removals += removals
+        for ref, _why in removals:
+            self.evicted[ref.queue.id] = self.evicted.get(ref.queue.id, 0) + ref.msg.size
 
     def write(self, acks: Sequence[Dict[str, Any]] = (), as_tx: bool = False
               ) -> Optional[Ticket]:
@@ -185,11 +196,14 @@ def admission(broker: BrokerCore, routed: Sequence[Routed], block: bool = True,
     accepts (a transaction waited for room at its sends).
 
     Raises:
-        AddressFullError: a FAIL address is full; nothing was changed.
+        AddressFullError: a FAIL address is full; QueueFullError: a queue's Qpid size limit
+            refuses a message (``engine.queuelimits.plan``, which also pages what a
+            flow_to_disk queue cannot hold); nothing was changed.
     """
     out = admit(broker.sizes, broker.settings.resolve, broker.sizes.paging, routed,
                 lambda item: item[0][0].name, lambda item: len(item[1].body),
                 lambda item: bool(item[0][1]), block)
+    out.paged = plan(out.accepted, out.paged, broker.now_ms())  # Qpid queue limits
     if not count:
         return out
     for address in out.dropped:
@@ -267,6 +281,7 @@ def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
     queue = ref.queue
     queue.detach(ref)
     queue.delivering.pop(ref.msg.mid, None)
+    queue.held_bytes -= ref.msg.size
     if why in (AckReason.EVICTED.value, AckReason.KILLED.value, AckReason.REJECTED.value):
         queue.killed += 1
     elif why == AckReason.EXPIRED.value:

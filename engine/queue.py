@@ -94,6 +94,11 @@ class Queue:
         # the horizon (it went below them while they were handed out: a head key paged out):
         # the index still has them there, and reads from it must pass over them
         self.ahead: set = set()
+        # body bytes of every message routed to the queue and not settled (paged and
+        # scheduled ones too): what Qpid's max_size bounds (``engine.queuelimits``); placed
+        # messages add to it, forgotten ones take away, a reopen counts a limited queue's
+        self.held_bytes = 0
+        self.limited = config.limited  # Qpid max_count / max_size set
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -358,6 +363,36 @@ class Queue:
         self.delivering[mid] = ref
         return ref
 
+    def ready_refs(self, want: int) -> List[MessageRef]:
+        """Ready references in queue order, all of them or at least ``want``: the head in
+        RAM, then the index's (read now, not held in RAM) merged with the tail."""
+        out = self._browse_queue(None, want)
+        if len(out) < want and len(out) < self.ready_count():  # the index had fewer: the tail
+            out = self._browse_queue(None, self.on_disk + 1)
+        return out
+
+    def count_held_bytes(self) -> None:
+        """At open: ``held_bytes`` from the index (every reference of the queue, scheduled
+        ones too). Reads the whole queue: done for queues with a size limit only."""
+        if self.reader is None:
+            return
+        total, after, left = 0, None, self.reader.count(self.id)
+        while left > 0:
+            rows = self.reader.read(self.id, after, min(1024, left))
+            if not rows:
+                break
+            total += sum(msg.size for msg, _order, _n in rows)
+            left -= len(rows)
+            after = rows[-1][1]
+        ref = None
+        while True:
+            due = self.reader.scheduled(self.id, None, 1024, ref)
+            if not due:
+                break
+            total += sum(msg.size for msg, _r in due)
+            ref = due[-1][1]
+        self.held_bytes = total
+
     def first(self) -> Optional[MessageRef]:
         """The oldest ready reference (read from the index when the head is empty)."""
         if not self.ready:
@@ -481,4 +516,7 @@ class Queue:
                          c.max_consumers, bool(c.exclusive), c.auto_created,
                          -1 if c.ring_size is None else c.ring_size, c.last_value_key,
                          bool(c.non_destructive), self.paged.count(), c.persist_last_node,
-                         c.auto_delete, c.no_local, c.auto_delete_delay_ms)
+                         c.auto_delete, c.no_local, c.auto_delete_delay_ms,
+                         c.max_count if c.max_count > 0 else -1,
+                         c.max_size if c.max_size > 0 else -1,
+                         c.effective_policy.value if c.limited else None)

@@ -105,6 +105,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
             transient = []
             for q in queues:
                 at = scheduled.get(q.name, 0)
+                q.held_bytes += len(msg.body)
                 if at and q in on_disk:  # the index holds it in the queue's buffer
                     q.scheduled.added_durable(at)
                     continue

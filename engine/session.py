@@ -256,7 +256,8 @@ class Session:
             InvalidNameError, AddressNotFoundError, QueueNotFoundError, RoutingTypeError,
                 InvalidArgumentError (a message field of the wrong type or range, checked at
                 the send), RecordTooLargeError, AddressFullError (FAIL; BLOCK past
-                ``timeout``): nothing sent, the session goes on.
+                ``timeout``), QueueFullError (a queue's Qpid size limit refuses it,
+                ``QueueConfig.policy_type``): nothing sent, the session goes on.
                 IllegalStateError: closed. BrokerFailedError.
         """
         self.send_many(destination, [message], timeout)
@@ -435,7 +436,8 @@ class Session:
             object.__setattr__(d, "state", "settled")
             self._forget(d)
             queue = d._ref.queue
-            if reason == AckReason.REJECTED.value and not queue.non_destructive:
+            if reason == AckReason.REJECTED.value and not queue.non_destructive and \
+                    ops.in_delivery(d._ref):
                 queue.settle(d._ref)
                 ticket = move_out(broker, [(d._ref, reason)])
             else:
@@ -471,7 +473,9 @@ class Session:
 
         Raises:
             IllegalStateError: not transacted, or closed. Routing errors (an address deleted
-                since the send): nothing of the transaction is applied; it stays open.
+                since the send), AddressFullError, QueueFullError (a queue's Qpid size limit
+                refuses one of its sends): nothing of the transaction is applied; it stays
+                open.
         """
         self.broker.wait(self._commit_begin())
 

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
 from engine.errors import InvalidArgumentError
-from engine.model import QueueConfig, RoutingType
+from engine.model import PolicyType, QueueConfig, RoutingType
 from engine.names import check_name
 from engine.values import TIME_MAX, check_bool, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
@@ -279,7 +279,9 @@ def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueCo
                    non_destructive=st.default_non_destructive
                    if config.non_destructive is None else config.non_destructive,
                    exclusive=st.default_exclusive_queue if config.exclusive is None
-                   else config.exclusive)
+                   else config.exclusive,
+                   policy_type=None if config.policy_type is None
+                   else PolicyType(config.policy_type))
 
 
 def check_queue_config(config: QueueConfig) -> None:
@@ -287,8 +289,9 @@ def check_queue_config(config: QueueConfig) -> None:
 
     Raises:
         InvalidNameError: bad names. InvalidArgumentError: a value of the wrong type or out of
-            range (max_consumers -1 or 1..2**63-1, ring_size -1..2**63-1, flags bools,
-            last_value_key a non-empty str), persist_last_node on a non-durable queue.
+            range (max_consumers -1 or 1..2**63-1, ring_size, max_count and max_size
+            -1..2**63-1, flags bools, last_value_key a non-empty str, policy_type not a
+            ``PolicyType`` or its value), persist_last_node on a non-durable queue.
     """
     check_name(config.name)
     check_name(config.address)
@@ -303,6 +306,14 @@ def check_queue_config(config: QueueConfig) -> None:
                  "no_local"):
         check_bool(name, getattr(config, name))
     check_int("auto_delete_delay_ms", config.auto_delete_delay_ms, 0, TIME_MAX)
+    check_int("max_count", config.max_count, -1, TIME_MAX)
+    check_int("max_size", config.max_size, -1, TIME_MAX)
+    if config.policy_type is not None:
+        try:
+            PolicyType(config.policy_type)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError("policy_type", f"{config.policy_type!r}: one of "
+                                       f"{', '.join(p.value for p in PolicyType)}") from None
     if config.persist_last_node and not config.durable:
         raise InvalidArgumentError("persist_last_node", f"queue {config.name!r} is not durable: "
                                    f"only a durable queue can be made to store its non-durable "

@@ -6,8 +6,8 @@ command changes no byte), then opens the store as the embedding application woul
 runs, the store's lock is taken: a store open in another process is refused), makes the one
 change through the broker API, and closes it. A queue added to a closed store is durable: a
 transient one would be gone when the command exits. Options for what mqstore does not build yet
-(Qpid size limits and policy types, Qpid last-value queues, alternate addresses) are not
-offered rather than accepted and ignored.
+(Qpid last-value queues, alternate addresses) are not offered rather than accepted and
+ignored.
 """
 
 from __future__ import annotations
@@ -89,11 +89,21 @@ def register_admin(main: click.Group) -> None:
     @click.option("--cluster-durable", is_flag=True,
                   help="Journal non-durable messages too while this node is the last of its "
                        "cluster (Qpid qpid.persist_last_node).")
+    @click.option("--max-queue-size", type=click.IntRange(min=0), default=0,
+                  help="Most body bytes the queue holds (Qpid qpid.max_size; 0: no limit).")
+    @click.option("--max-queue-count", type=click.IntRange(min=0), default=0,
+                  help="Most messages the queue holds (Qpid qpid.max_count; 0: no limit).")
+    @click.option("--policy-type", type=click.Choice(["reject", "flow_to_disk", "ring",
+                                                      "ring_strict"]), default=None,
+                  help="What a send past a limit does (Qpid qpid.policy_type; default "
+                       "flow_to_disk, as for any durable queue).")
     def add_queue(directory: str, name: str, address: Optional[str], routing_type: str,
                   durable: bool, ring_size: Optional[int], last_value_key: Optional[str],
-                  non_destructive: bool, max_consumers: int, cluster_durable: bool) -> None:
+                  non_destructive: bool, max_consumers: int, cluster_durable: bool,
+                  max_queue_size: int, max_queue_count: int, policy_type: Optional[str]
+                  ) -> None:
         """Add queue NAME to the store in DIRECTORY."""
-        from engine import Broker, QueueConfig, RoutingType
+        from engine import Broker, PolicyType, QueueConfig, RoutingType
 
         rt = RoutingType(routing_type)
         address = address or name
@@ -107,7 +117,9 @@ def register_admin(main: click.Group) -> None:
                     name, address, rt, durable=True, max_consumers=max_consumers,
                     ring_size=ring_size, last_value_key=last_value_key,
                     non_destructive=non_destructive or None,
-                    persist_last_node=cluster_durable))
+                    persist_last_node=cluster_durable, max_count=max_queue_count or -1,
+                    max_size=max_queue_size or -1,
+                    policy_type=PolicyType(policy_type) if policy_type else None))
         except MqStoreError as exc:
             fail(exc)
         made = f" (address {address!r} created)" if created else ""

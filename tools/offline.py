@@ -77,6 +77,9 @@ class OfflineStore:
                          "ring_size": int(cfg.get("ring_size", -1)),
                          "last_value_key": cfg.get("last_value_key"),
                          "non_destructive": bool(cfg.get("non_destructive", False)),
+                         "max_count": int(cfg.get("max_count", -1)),
+                         "max_size": int(cfg.get("max_size", -1)),
+                         "policy_type": _policy(cfg),
                          "messages": count + q.scheduled,
                          "paged": q.paged,
                          "delivering": delivering,
@@ -208,3 +211,12 @@ def matches(row: Dict[str, Any], kinds: Sequence[str], address: Optional[str],
     if message_id is not None and row.get("message_id") != message_id:
         return False
     return True
+
+
+def _policy(cfg: Dict[str, Any]) -> Optional[str]:
+    """The Qpid policy type in force on a queue of configuration ``cfg`` (a QUEUE_ADD record's
+    settings), ``None`` when it has no size limit."""
+    if int(cfg.get("max_count", -1)) <= 0 and int(cfg.get("max_size", -1)) <= 0:
+        return None
+    return str(cfg.get("policy_type") or
+               ("flow_to_disk" if cfg.get("durable", True) else "reject"))

@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 import pytest
 
-from engine import (AddressSettings, Broker, IllegalStateError, Message, QueueConfig,
-                    QueueNotEmptyError, RoutingType)
+from engine import (AddressSettings, Broker, IllegalStateError, Message, PolicyType,
+                    QueueConfig, QueueFullError, QueueNotEmptyError, RoutingType)
 from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 from recovery.entries import KEEP_DELETED
@@ -41,7 +41,15 @@ DELAYED = ("a1", "a2")  # address "a" has a redelivery delay: (delay, multiplier
 REDELIVERY = (1000, 2.0, 2500)
 A_SETTINGS = dict(redelivery_delay=REDELIVERY[0], redelivery_delay_multiplier=REDELIVERY[1],
                   max_redelivery_delay=REDELIVERY[2])
-QUEUES = ("a1", "a2", "t1", "t2", "ring")   # destructive queues the generic rules use
+# Qpid size limits (seed 002 "Controlling queue size"): multicast address "l" holds a queue
+# of each refusing or removing policy, "f" a flow_to_disk queue (its paging would page "l")
+LIMITS: Dict[str, Dict[str, object]] = {
+    "lr": dict(max_count=3, policy_type=PolicyType.REJECT),
+    "lb": dict(max_size=8, policy_type=PolicyType.REJECT),
+    "lg": dict(max_count=3, policy_type=PolicyType.RING),
+    "ls": dict(max_count=2, policy_type=PolicyType.RING_STRICT),
+    "lf": dict(max_count=2, policy_type=PolicyType.FLOW_TO_DISK)}
+QUEUES = ("a1", "a2", "t1", "t2", "ring") + tuple(LIMITS)  # queues the generic rules use
 ALL = QUEUES + ("lvq",)                         # lvq: last-value + non-destructive
 
 
@@ -65,6 +73,7 @@ class Held:
     delivery: object
     tx: bool = False
     acked_in_tx: bool = False
+    gone: bool = False  # a Qpid ring removed it while in delivery: settling does nothing
 
 
 @dataclass
@@ -101,6 +110,11 @@ def setup(broker: Broker, first: bool) -> None:
                                         non_destructive=True))
         broker.create_address("x", {RoutingType.ANYCAST})
         broker.create_queue(QueueConfig("x", "x"))
+        broker.create_address("l", {RoutingType.MULTICAST})
+        broker.create_address("f", {RoutingType.MULTICAST})
+        for q, limits in LIMITS.items():
+            broker.create_queue(QueueConfig(q, "f" if q == "lf" else "l",
+                                            RoutingType.MULTICAST, **limits))  # type: ignore
     broker.create_queue(QueueConfig("t2", "t", RoutingType.MULTICAST, durable=False))
 
 
@@ -246,6 +260,75 @@ class BrokerMachine(RuleBasedStateMachine):
         self.broker.set_ring_size("ring", size)
         self.model.ring_size = size
 
+    @rule(dest=st.sampled_from(["l", "l::lg", "l::lg", "l::ls", "l::ls", "l::lb", "l::lr", "f"]),
+          durable=st.booleans(), extra=st.integers(0, 3))
+    def send_limited(self, dest: str, durable: bool, extra: int) -> None:
+        """Qpid limits: a send breaking one queue's limit fails whole (multicast); rings
+        remove their oldest (ring: in delivery too, ring_strict: refuses then)."""
+        m = self.model
+        m.seq += 1
+        body = b"q%d" % m.seq + b"." * extra
+        targets = [dest.split("::")[1]] if "::" in dest else \
+            (["lf"] if dest == "f" else ["lr", "lb", "lg", "ls"])
+        evictions: List[Tuple[str, object]] = []
+        refused = False
+        for q in targets:
+            got = self._make_room(q, len(body))
+            if got is None:
+                refused = True
+                break
+            evictions += got
+        if refused:
+            with pytest.raises(QueueFullError):
+                self.session.send(dest, Message(body, durable=durable))
+            event("a Qpid limit refused a send")
+            return
+        self.session.send(dest, Message(body, durable=durable))
+        for q, x in evictions:
+            event("a Qpid ring removed a message " +
+                  ("in delivery" if isinstance(x, Held) else "ready"))
+            if isinstance(x, Held):
+                x.gone = True
+            else:
+                m.queues[q].remove(x)  # type: ignore[arg-type]
+        for q in targets:
+            m.queues[q].append(Item(m.seq, body, durable))
+
+    @rule(queue=st.sampled_from(["lg", "ls", "lr", "lb"]), tx=st.booleans())
+    def receive_limited(self, queue: str, tx: bool) -> None:
+        self._receive(queue, tx)  # more often: rings then meet messages in delivery
+
+    def _make_room(self, q: str, size: int) -> Optional[List[Tuple[str, object]]]:
+        """What queue ``q``'s policy does with one more message of ``size`` bytes: the
+        messages a ring removes, or ``None`` when it refuses."""
+        limits = LIMITS[q]
+        items = self.model.queues[q]
+        held = [h for h in self.model.held if h.queue == q and not h.gone]
+        n = len(items) + len(held)
+        b = sum(len(i.body) for i in items) + sum(len(h.item.body) for h in held)
+
+        def over(n: int, b: int) -> bool:
+            return n > int(limits.get("max_count", -1)) > 0 or \
+                b > int(limits.get("max_size", -1)) > 0
+        if not over(n + 1, b + size) or limits["policy_type"] == PolicyType.FLOW_TO_DISK:
+            return []
+        if limits["policy_type"] == PolicyType.REJECT:
+            return None
+        strict = limits["policy_type"] == PolicyType.RING_STRICT
+        oldest = sorted([(i.sort_key(), i) for i in items] +
+                        [(h.item.sort_key(), h) for h in held], key=lambda x: x[0])
+        out: List[Tuple[str, object]] = []
+        while over(n + 1, b + size):
+            if not oldest:
+                return None
+            _key, x = oldest.pop(0)
+            if isinstance(x, Held) and strict:
+                return None
+            out.append((q, x))
+            n -= 1
+            b -= len(x.item.body if isinstance(x, Held) else x.body)  # type: ignore
+        return out
+
     @rule(key=st.sampled_from(["a", "b", "c", None]), durable=st.booleans())
     def send_lvq(self, key: Optional[str], durable: bool) -> None:
         self.model.seq += 1
@@ -312,6 +395,8 @@ class BrokerMachine(RuleBasedStateMachine):
     def _return(self, held: List[Held], delayed: bool = True) -> None:
         for h in reversed(held):
             self.model.held.remove(h)
+            if h.gone:  # a ring removed it: nothing comes back
+                continue
             if delayed and h.queue in DELAYED:  # through the scheduled buffer
                 wait = min(REDELIVERY[0] * REDELIVERY[1] ** (h.item.dc - 1), REDELIVERY[2])
                 if h.item.durable and h.queue != "t2":
@@ -473,7 +558,7 @@ class BrokerMachine(RuleBasedStateMachine):
         assert self.broker.queue_info("ring").ring_size == self.model.ring_size
         for q in QUEUES:
             info = self.broker.queue_info(q)
-            held = sum(1 for h in self.model.held if h.queue == q)
+            held = sum(1 for h in self.model.held if h.queue == q and not h.gone)
             waiting = len(self.model.scheduled[q])
             assert info.delivering_count == held, (q, info)
             assert info.scheduled_count == waiting, (q, info)
@@ -488,7 +573,7 @@ class BrokerMachine(RuleBasedStateMachine):
     @precondition(lambda self: True)
     @invariant()
     def browse_matches(self) -> None:
-        for q in ("a1", "t1", "ring", "lvq"):
+        for q in ("a1", "t1", "ring", "lvq", "lb", "lg", "ls", "lf"):
             seen = [m.message.body for m in self.session.create_browser(q)]
             assert seen == [i.body for i in self.model.queues[q]], q
 
@@ -513,10 +598,10 @@ class PagingBrokerMachine(BrokerMachine):
     def pages(self) -> None:
         stats = self.broker.statistics().memory
         scratch = 2 if self.model.scratch_durable else self.model.scratch  # queue "x"
-        assert stats.references <= 2 * 4 + scratch + len(self.model.held) + \
+        assert stats.references <= 2 * (4 + len(LIMITS)) + scratch + len(self.model.held) + \
             len(self.model.queues["lvq"]) + len(self.model.queues["t2"]) + \
-            sum(1 for q in ("a1", "a2", "t1", "ring") for i in self.model.queues[q]
-                if not i.durable) + \
+            sum(1 for q in ("a1", "a2", "t1", "ring") + tuple(LIMITS)
+                for i in self.model.queues[q] if not i.durable) + \
             sum(1 for q in QUEUES for _at, i in self.model.scheduled[q]
                 if not i.durable or q == "t2"), stats
         if stats.paged_out:

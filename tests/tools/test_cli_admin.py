@@ -73,3 +73,26 @@ def test_a_store_in_use_is_refused_unchanged(tmp_path: Path) -> None:
         assert run("add", "queue", str(d), "other").exit_code == 1
     with Broker.open(str(d)) as b:
         assert b.queue_names() == ["jobs"] and b.queue_info("jobs").message_count == 1
+
+
+def test_add_queue_with_qpid_size_limits_and_list_them(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    got = run("add", "queue", str(d), "capped", "--max-queue-count", "2", "--max-queue-size",
+              "100", "--policy-type", "ring")
+    assert got.exit_code == 0, got.output
+    assert run("add", "queue", str(d), "plain", "--max-queue-count", "1").exit_code == 0
+    before = digest(d)
+    bad = run("add", "queue", str(d), "odd", "--policy-type", "spill")
+    assert bad.exit_code == 2 and digest(d) == before  # click refuses it before anything
+    rows = {r["queue"]: r for r in json.loads(run("queues", str(d), "--json").output)}
+    assert (rows["capped"]["max_count"], rows["capped"]["max_size"],
+            rows["capped"]["policy_type"]) == (2, 100, "ring")
+    assert rows["plain"]["policy_type"] == "flow_to_disk"  # Qpid's default for durable ones
+    assert rows["jobs"]["policy_type"] is None and rows["jobs"]["max_count"] == -1
+    with Broker.open(str(d)) as b:
+        info = b.queue_info("capped")
+        assert (info.max_count, info.max_size, info.policy_type) == (2, 100, "ring")
+        with b.session() as s:
+            s.send_many("capped", [Message(b"1"), Message(b"2"), Message(b"3")])
+            assert b.queue_info("capped").message_count == 2  # the ring removed the oldest
