@@ -37,6 +37,7 @@ class Browser:
                         body = body_of(broker, ref.msg)
                     except KeyError:
                         continue  # settled meanwhile
+                    self._queue.browsed(ref)  # Qpid last-value queues protect it
                 yield ReceivedMessage(ref.msg.to_message(body), ref.delivery_count,
                                       self._queue.name)
             if not refs:

@@ -117,6 +117,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
             continue
         ref.delivery_count += 1
         if queue.non_destructive:
+            queue.browsed(ref)  # a Qpid last-value queue keeps it from replacement
             refs.append(ref)
             continue
         ref.consumer = consumer

@@ -44,6 +44,22 @@ class PolicyType(str, enum.Enum):
     RING_STRICT = "ring_strict"
 
 
+QPID_LVQ_KEY = "qpid.LVQ_key"  # the header whose value keys a Qpid last-value queue
+
+
+class QpidLvq(str, enum.Enum):
+    """A Qpid last-value queue's flavour (seed 002 "Last value queues"; the queue-declare
+    arguments ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse``). A message
+    whose ``qpid.LVQ_key`` property equals a queued message's replaces it in place (it takes
+    its position), unless that one was acquired (``LVQ_NO_BROWSE``), or acquired or browsed
+    (``LVQ``): then the new one joins the tail, and the next one with that key replaces the
+    new one. A message without the property is queued normally, never replaced.
+    """
+
+    LVQ = "last_value_queue"
+    LVQ_NO_BROWSE = "last_value_queue_no_browse"
+
+
 def parse_routing_types(values: Iterable[object]) -> Set[RoutingType]:
     """The routing types named by ``values`` (``RoutingType`` members or their values).
 
@@ -176,6 +192,9 @@ class QueueConfig:
         policy_type: what a send past either limit does (``PolicyType``); ``None``: Qpid's
             default, ``FLOW_TO_DISK`` for a durable queue, ``REJECT`` for a non-durable one.
             A message exactly at a limit is accepted; one more is past it.
+        qpid_lvq: a Qpid last-value queue keyed by the ``qpid.LVQ_key`` property
+            (``QpidLvq``); not with ``last_value_key`` (Artemis's kind). Kept in RAM whole,
+            as Artemis last-value queues are.
     """
 
     name: str
@@ -196,6 +215,7 @@ class QueueConfig:
     max_count: int = -1
     max_size: int = -1
     policy_type: Optional[PolicyType] = None
+    qpid_lvq: Optional[QpidLvq] = None
 
     @property
     def limited(self) -> bool:
@@ -224,7 +244,9 @@ class QueueConfig:
                 **({"max_count": self.max_count} if self.max_count > 0 else {}),
                 **({"max_size": self.max_size} if self.max_size > 0 else {}),
                 **({"policy_type": PolicyType(self.policy_type).value}
-                   if self.policy_type is not None else {})}
+                   if self.policy_type is not None else {}),
+                **({"qpid_lvq": QpidLvq(self.qpid_lvq).value}
+                   if self.qpid_lvq is not None else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -237,7 +259,8 @@ class QueueConfig:
                    bool(cfg.get("persist_last_node", False)), bool(cfg.get("auto_delete", False)),
                    bool(cfg.get("no_local", False)), int(cfg.get("auto_delete_delay", 0)),
                    int(cfg.get("max_count", -1)), int(cfg.get("max_size", -1)),
-                   PolicyType(cfg["policy_type"]) if cfg.get("policy_type") else None)
+                   PolicyType(cfg["policy_type"]) if cfg.get("policy_type") else None,
+                   QpidLvq(cfg["qpid_lvq"]) if cfg.get("qpid_lvq") else None)
 
 
 @dataclass(frozen=True)
@@ -270,7 +293,8 @@ class QueueInfo:
     replacements are not counted). paged_count: messages routed to the queue while its address
     pages, not on the queue yet (seed 000 §4: counted in message_count, not against a ring
     size). max_count, max_size, policy_type: the Qpid size limits (-1: none) and the policy
-    in force (``PolicyType`` value; ``None`` when the queue has no limit).
+    in force (``PolicyType`` value; ``None`` when the queue has no limit). qpid_lvq: the Qpid
+    last-value flavour (``QpidLvq`` value) or ``None``.
     """
 
     name: str
@@ -299,6 +323,7 @@ class QueueInfo:
     max_count: int = -1
     max_size: int = -1
     policy_type: Optional[str] = None
+    qpid_lvq: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,10 @@ class Placement:
                 q.add_paged(ref)
             else:
                 self._removed(q.add_tail(ref, self.now))
+                if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
+                        q.in_place[-1][1].journaled:  # the record says so (Qpid LVQ)
+                    self.payloads[slot].setdefault("ip", []).append(
+                        [q.id, q.in_place[-1][1].msg.mid])
             refs.append(ref)
         self.placed.append((stored, refs, slot))
         if paged:
@@ -171,6 +175,10 @@ class Placement:
             number = placement_number()
             for ref in refs:  # one not journaled sorts after the journaled one before it
                 ref.order = prev if ref.journaled and lsn_of else (prev[0], prev[1], number)
+        for q in self.touched.values():  # Qpid last-value replacements in place
+            for ref, old in q.in_place:
+                ref.order = old.order
+            q.in_place = []
         for stored, refs in self.spill:  # paged and journaled nowhere: to a page file
             spill(broker.pages, stored, refs)
         for q in self.touched.values():

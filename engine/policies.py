@@ -11,12 +11,17 @@ that reason), so replay never re-decides anything.
 - ``LastValuePolicy`` (seed 004 §4.9): a message whose last-value property equals a queued
   one's replaces it (the old one is removed, the new one joins at the tail); a message without
   the property is queued normally, never replaced and never replaces.
+- ``QpidLastValuePolicy`` (seed 002 "Last value queues"): keyed by the ``qpid.LVQ_key``
+  property, a new message replaces the queued one *in place* (``in_place``: it takes that
+  one's position) unless that one was acquired or, for ``last_value_queue``, browsed: then the
+  new one joins the tail and is the one the next message with that key replaces.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from engine.model import QPID_LVQ_KEY, QpidLvq
 from recovery.schema import AckReason
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,9 +92,50 @@ class LastValuePolicy:
         return []
 
 
+class QpidLastValuePolicy(LastValuePolicy):
+    """Qpid last-value queue (``QpidLvq``): ``latest`` maps a key value to the one reference
+    a new message with that value may replace, the newest not accessed; acquiring it
+    (``consumer`` set) or, unless ``no_browse``, browsing it (``browsed``) takes it out of the
+    running. A reference given back (released, rolled back) is replaced by a newer one with its
+    key, else it is the latest again (Qpid's MessageMap release). ``before_add`` (a scheduled
+    or paged message joining) replaces as Artemis does: removal, then the tail.
+
+    Args:
+        no_browse: ``last_value_queue_no_browse``: browsing protects nothing.
+    """
+
+    def __init__(self, no_browse: bool) -> None:
+        super().__init__(QPID_LVQ_KEY)
+        self.no_browse = no_browse
+
+    def in_place(self, queue: "Queue", ref: "MessageRef") -> Optional["MessageRef"]:
+        """A new message arrives: the reference it replaces in place, or ``None`` (it joins
+        the tail). It is the latest of its key from now on either way."""
+        value = self._value(ref)
+        if value is None:
+            return None
+        old = self.latest.get(value)
+        self.latest[value] = ref
+        if old is not None and old is not ref and old.consumer is None and \
+                old.queue is queue and old.in_queue:
+            return old
+        return None
+
+    def browsed(self, ref: "MessageRef") -> None:
+        """A browser (or a non-destructive consumer) saw ``ref``: the next message with its
+        key does not replace it (``last_value_queue``; ``_no_browse`` ignores browsing)."""
+        if self.no_browse:
+            return
+        value = self._value(ref)
+        if value is not None and self.latest.get(value) is ref:
+            del self.latest[value]
+
+
 def build_policies(config: Any) -> List[Any]:
     """The policies a queue configuration asks for, in application order."""
     policies: List[Any] = []
+    if config.qpid_lvq is not None:
+        policies.append(QpidLastValuePolicy(QpidLvq(config.qpid_lvq) == QpidLvq.LVQ_NO_BROWSE))
     if config.last_value_key:
         policies.append(LastValuePolicy(config.last_value_key))
     if config.ring_size is not None and config.ring_size >= 0:

@@ -13,7 +13,7 @@ from collections import deque
 from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence,
                     Tuple)
 
-from engine.model import QueueConfig, QueueInfo, RoutingType
+from engine.model import QpidLvq, QueueConfig, QueueInfo, RoutingType
 from engine.pagedrefs import PagedRefs
 from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
@@ -99,6 +99,9 @@ class Queue:
         # messages add to it, forgotten ones take away, a reopen counts a limited queue's
         self.held_bytes = 0
         self.limited = config.limited  # Qpid max_count / max_size set
+        # references that replaced another in place since the last write, with that one
+        # (Qpid last-value queues): the write gives each the other's order key
+        self.in_place: List[Tuple[MessageRef, MessageRef]] = []
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
@@ -117,9 +120,11 @@ class Queue:
 
     @property
     def pageable(self) -> bool:
-        """Whether references may leave RAM (durable; not last-value nor non-destructive)."""
+        """Whether references may leave RAM (durable; not last-value of either kind nor
+        non-destructive)."""
         return self.config.durable and self.reader is not None and \
-            not self.config.last_value_key and not self.config.non_destructive
+            not self.config.last_value_key and not self.config.non_destructive and \
+            self.config.qpid_lvq is None
 
     def message_count(self) -> int:
         """Messages on the queue, in delivery, paged and scheduled ones included (Artemis
@@ -166,6 +171,12 @@ class Queue:
         caller journals and detaches those). ``arrival`` false: a paged reference joining,
         counted in ``added`` when it was routed."""
         removals: List[Tuple[MessageRef, str]] = []
+        if arrival and self.config.qpid_lvq is not None:
+            old = self.policies[0].in_place(self, ref)  # type: ignore[attr-defined]
+            if old is not None:
+                self._swap(old, ref)
+                self.added += 1
+                return [(old, AckReason.REPLACED.value)]
         for policy in self.policies:
             removals += self._take_off(policy.before_add(self, ref, now_ms))
         self._join(ref)
@@ -173,6 +184,25 @@ class Queue:
         for policy in self.policies:
             removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
+
+    def _swap(self, old: MessageRef, ref: MessageRef) -> None:
+        """``ref`` takes ``old``'s place on the ready list (a Qpid last-value replacement in
+        place): its position, arrival number and order key (fixed again after the write when
+        ``old``'s was pending: ``in_place`` lists the pair)."""
+        where = self.ready if old in self.ready else self.tail
+        where[where.index(old)] = ref
+        old.in_queue = False
+        ref.in_queue = True
+        ref.seq = old.seq
+        ref.order = old.order
+        self.cache.hold(ref.msg)
+        self.in_place.append((ref, old))
+
+    def browsed(self, ref: MessageRef) -> None:
+        """A browser saw ``ref`` (a Qpid last-value queue protects it from replacement)."""
+        for policy in self.policies:
+            if hasattr(policy, "browsed"):
+                policy.browsed(ref)
 
     def add_paged(self, ref: MessageRef) -> None:
         """Take a reference routed while the address pages: it waits with the queue's paged
@@ -519,4 +549,5 @@ class Queue:
                          c.auto_delete, c.no_local, c.auto_delete_delay_ms,
                          c.max_count if c.max_count > 0 else -1,
                          c.max_size if c.max_size > 0 else -1,
-                         c.effective_policy.value if c.limited else None)
+                         c.effective_policy.value if c.limited else None,
+                         None if c.qpid_lvq is None else QpidLvq(c.qpid_lvq).value)

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
 from engine.errors import InvalidArgumentError
-from engine.model import PolicyType, QueueConfig, RoutingType
+from engine.model import PolicyType, QpidLvq, QueueConfig, RoutingType
 from engine.names import check_name
 from engine.values import TIME_MAX, check_bool, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
@@ -272,6 +272,8 @@ def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueCo
         key = st.default_last_value_key or DEFAULT_LVQ_KEY
     if key is None and st.default_last_value_key:
         key = st.default_last_value_key
+    if config.qpid_lvq is not None:  # a Qpid last-value queue: Artemis's defaults do not apply
+        key = None
     return replace(config,
                    ring_size=st.default_ring_size if config.ring_size is None
                    else config.ring_size,
@@ -281,7 +283,8 @@ def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueCo
                    exclusive=st.default_exclusive_queue if config.exclusive is None
                    else config.exclusive,
                    policy_type=None if config.policy_type is None
-                   else PolicyType(config.policy_type))
+                   else PolicyType(config.policy_type),
+                   qpid_lvq=None if config.qpid_lvq is None else QpidLvq(config.qpid_lvq))
 
 
 def check_queue_config(config: QueueConfig) -> None:
@@ -321,6 +324,20 @@ def check_queue_config(config: QueueConfig) -> None:
     for name in ("exclusive", "non_destructive"):
         if getattr(config, name) is not None:
             check_bool(name, getattr(config, name))
+    if config.qpid_lvq is not None:
+        try:
+            QpidLvq(config.qpid_lvq)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError("qpid_lvq", f"{config.qpid_lvq!r}: one of "
+                                       f"{', '.join(p.value for p in QpidLvq)}") from None
+        if config.last_value_key is not None or config.last_value:
+            raise InvalidArgumentError("qpid_lvq", "a queue is a Qpid last-value queue "
+                                       "(qpid.LVQ_key) or an Artemis one (last_value_key), "
+                                       "not both")
+    if (config.max_count > 0 or config.max_size > 0) and \
+            (config.qpid_lvq is not None or config.last_value_key or config.last_value):
+        raise InvalidArgumentError("max_count", "size limits on a last-value queue are not "
+                                   "supported: declare the limits or the last-value key")
     if config.last_value_key is not None and not check_text("last_value_key",
                                                             config.last_value_key):
         raise InvalidArgumentError("last_value_key", "a non-empty property name is needed")

@@ -10,20 +10,63 @@ the records, so a replay makes the same one.
 
 from __future__ import annotations
 
-from typing import Any, List, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional
 
 from journal import Location
-from recovery.entries import KEEP_DELETED, DeletedQueueImage
+from recovery.entries import KEEP_DELETED, DeletedQueueImage, MessageImage, QueueImage, RefImage
 
 
 class QueueDeletions:
-    """The fold that lists deleted queues (a mixin of ``StoreImage``)."""
+    """The folds of QUEUE_DEL records and the list of deleted queues (a mixin of
+    ``StoreImage``)."""
 
     deleted: List[DeletedQueueImage]
+    queues: Dict[int, QueueImage]
+    dirty: set
 
     def _hold(self, loc: Optional[Location]) -> None: ...  # StoreImage's
 
     def _drop(self, loc: Optional[Location]) -> None: ...  # StoreImage's
+
+    def _superseded(self, loc: Optional[Location], sink: Any) -> None: ...
+
+    def message(self, mid: int) -> Optional[MessageImage]: ...
+
+    def refs(self, qid: int) -> Iterator[RefImage]: ...
+
+    def all_scheduled(self, qid: int) -> Iterator[RefImage]: ...
+
+    def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
+                    sink: Any, placed: bool = True) -> None: ...
+
+    def _release_msg(self, msg: MessageImage, sink: Any) -> None: ...
+
+    def _delete_queue(self, p: Mapping[str, Any], location: Location, sink: Any
+                      ) -> None:
+        qid = int(p["id"])
+        queue = self.queues.pop(qid, None)
+        if queue is None:
+            if "name" in p:  # its QUEUE_ADD is gone (reclaimed): listed from the record alone
+                self._list_deleted(DeletedQueueImage(qid, p["name"], p["addr"], p["rt"],
+                                                     int(p.get("ts", 0)), location), sink)
+            else:
+                sink.mark_dead([location])
+            return
+        self.dirty.add(("queue", qid))
+        for refs in (self.refs(qid), self.all_scheduled(qid)):
+            for ref in refs:  # read in chunks after the last one: deleting is safe
+                msg = self.message(ref.mid)
+                self._remove_ref(queue, ref, msg, sink)
+                if msg is not None:
+                    self._release_msg(msg, sink)
+        self._superseded(queue.update_location, sink)
+        self._superseded(queue.location, sink)
+        if "ts" not in p:  # written before deleted queues were listed
+            sink.mark_dead_after(location, [queue.location])
+            return
+        self._list_deleted(DeletedQueueImage(qid, queue.name, queue.address, queue.routing_type,
+                                             int(p["ts"]), location, queue.location), sink)
+
 
     def _list_deleted(self, entry: DeletedQueueImage, sink: Any) -> None:
         """List a deleted queue (its QUEUE_DEL record held); the oldest beyond

@@ -98,6 +98,8 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         self.dirty: set = set()
         self.counted: set = set()
         self._folding: Optional[Location] = None
+        # references a TX record's messages replaced in place, until the record's acks of them
+        self._replaced: Dict[Tuple[int, int], RefImage] = {}
         self._sink: LivenessSink = NullSink()  # where _due_gone reports (the last fold's)
 
     # -- location accounting ------------------------------------------------------------------
@@ -304,7 +306,10 @@ class StoreImage(ReferenceMoves, QueueDeletions):
                 self._schedule(queue, RefImage(mid, order, at=at), mid)
             return True
         put, counted = t.qref.put, self.counted
+        ip = get("ip")  # Qpid last-value replacements in place: [[queue id, message id]...]
         for queue in queues:
+            if ip and self._replacing(queue, mid, ip):
+                continue
             put(TRIPLE.pack(queue.id, lsn, order[1]), RefImage(mid, order), True)
             queue.count += 1
             queue.paged += paged
@@ -317,6 +322,12 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         qid, mid = int(p["q"]), int(p["m"])
         queue = self.queues.get(qid)
         msg = self.message(mid) if queue is not None else None
+        if self._replaced and msg is not None and queue is not None:
+            gone = self._replaced.pop((qid, mid), None)
+            if gone is not None:  # replaced in place by the record's message: placed no more
+                self._remove_ref(queue, gone, msg, sink, placed=False)
+                self._release_msg(msg, sink)
+                return msg.location
         ref = self.ref(qid, mid, msg) if msg is not None else None
         if ref is None or queue is None or msg is None:
             return None
@@ -328,9 +339,10 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         return msg.location
 
     def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
-                    sink: LivenessSink) -> None:
+                    sink: LivenessSink, placed: bool = True) -> None:
         t = self.tables
-        self._unplace(queue, ref, msg)
+        if placed:
+            self._unplace(queue, ref, msg)
         if ref.in_delivery:
             t.busy.delete(ref_key(queue.id, ref.mid))
         self._superseded(ref.delivery_location, sink)
@@ -348,7 +360,7 @@ class StoreImage(ReferenceMoves, QueueDeletions):
                 queue.paged -= 1
             t.qref.delete(order_key(queue.id, ref.order))
             queue.count -= 1
-        if ref.at or ref.order[0] == 0:
+        if ref.at or ref.order[0] == 0 or (msg is not None and ref.order != msg.order):
             key = ref_key(queue.id, ref.mid)
             where = t.moved.get(key) if ref.order[0] == 0 else None
             t.moved.delete(key)
@@ -418,7 +430,8 @@ class StoreImage(ReferenceMoves, QueueDeletions):
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same
-        record (a ring eviction or last-value replacement decided during the send)."""
+        record (a ring eviction or last-value replacement decided during the send; a
+        replacement in place took the replaced reference's place already, ``_replacing``)."""
         self._bump(int(p.get("tx", 0)))
         remaining = sum(1 for slot, m in enumerate(p.get("msgs", ()))
                         if self._add_message(m, location, lsn, slot))
@@ -430,6 +443,7 @@ class StoreImage(ReferenceMoves, QueueDeletions):
             target = self._ack(a, sink)
             if target is not None and target != location:
                 tx.ack_targets.append(target)
+        self._replaced = {}  # each had its ack in the record
         live = self.tables.tx.get(tkey) if remaining else None
         if live is not None and live.remaining > 0:
             self.tables.tx.put(tkey, tx)
@@ -437,32 +451,6 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         if live is not None:
             self.tables.tx.delete(tkey)
         sink.mark_dead_after(location, tx.ack_targets)
-
-    def _delete_queue(self, p: Mapping[str, Any], location: Location, sink: LivenessSink
-                      ) -> None:
-        qid = int(p["id"])
-        queue = self.queues.pop(qid, None)
-        if queue is None:
-            if "name" in p:  # its QUEUE_ADD is gone (reclaimed): listed from the record alone
-                self._list_deleted(DeletedQueueImage(qid, p["name"], p["addr"], p["rt"],
-                                                     int(p.get("ts", 0)), location), sink)
-            else:
-                sink.mark_dead([location])
-            return
-        self.dirty.add(("queue", qid))
-        for refs in (self.refs(qid), self.all_scheduled(qid)):
-            for ref in refs:  # read in chunks after the last one: deleting is safe
-                msg = self.message(ref.mid)
-                self._remove_ref(queue, ref, msg, sink)
-                if msg is not None:
-                    self._release_msg(msg, sink)
-        self._superseded(queue.update_location, sink)
-        self._superseded(queue.location, sink)
-        if "ts" not in p:  # written before deleted queues were listed
-            sink.mark_dead_after(location, [queue.location])
-            return
-        self._list_deleted(DeletedQueueImage(qid, queue.name, queue.address, queue.routing_type,
-                                             int(p["ts"]), location, queue.location), sink)
 
     # -- queries and maintenance --------------------------------------------------------------
     def missing_segments(self, present: Sequence[int]) -> List[int]:

@@ -7,6 +7,9 @@ of its scheduled buffer; ``StoreImage`` (``recovery.image``) inherits them.
   ``head_order``); it lives, counted in the ``tx`` table like a TX record, until every
   reference it moved has left that head.
 - A DEPAGE record puts an address's paged references on their queues (seed 000 §4).
+- A TX record whose message says ``"ip"`` puts its reference on a Qpid last-value queue in
+  place of the one it replaces (seed 002): it takes that one's order key, noted in the
+  ``moved`` table; the replaced one waits for the record's ack of it (``_replacing``).
 
 The methods use the image's tables and its reference bookkeeping (``_unplace``, ``_ack``,
 ``_tx_done``): they are part of ``StoreImage``, kept apart to keep each module to one subject.
@@ -53,6 +56,31 @@ class ReferenceMoves:
     def _ack(self, p: Mapping[str, Any], sink: Any) -> Optional[Location]: ...
 
     def _tx_done(self, location: Location) -> bool: ...
+
+    _replaced: Dict[Any, RefImage]
+    _folding: Optional[Location]
+
+    def _replacing(self, queue: QueueImage, mid: int, pairs: Any) -> bool:
+        """Folding message ``mid`` of a TX record that says it replaces message ``old`` on
+        ``queue`` in place: when ``old`` is on it, ``mid``'s reference takes ``old``'s order
+        key now, and ``old``'s waits in ``_replaced`` for the record's ack of it (which comes
+        after the record's messages). True then; False: place it as usual."""
+        old = next((int(m) for q, m in pairs if int(q) == queue.id), None)
+        if old is None or self._folding is None:
+            return False
+        msg = self.message(old)
+        ref = self.ref(queue.id, old, msg) if msg is not None else None
+        if ref is None or ref.at or ref.mid != old:
+            return False
+        t = self.tables
+        self._unplace(queue, ref, msg)
+        self._replaced[(queue.id, old)] = ref
+        t.qref.put(order_key(queue.id, ref.order), RefImage(mid, ref.order), True)
+        key = ref_key(queue.id, mid)
+        t.moved.put(key, [0, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+        queue.count += 1
+        self.counted.add(queue.id)
+        return True
 
     def scheduled_refs(self, qid: int, upto: Optional[int] = None, limit: int = 1024,
                        after: Optional[RefImage] = None) -> List[RefImage]:

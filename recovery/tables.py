@@ -199,8 +199,11 @@ class OrderedTable(Table):
                     self.new_keys[prefix] = [key]
                 elif key > keys[-1]:
                     keys.append(key)
-                else:  # a key put on the head of its queue (order key (0, n)): rare
-                    bisect.insort(keys, key)
+                else:  # a key put on the head of its queue (order key (0, n)), or one
+                    # put again in place of a deleted one (Qpid last-value queue): rare
+                    i = bisect.bisect_left(keys, key)
+                    if i >= len(keys) or keys[i] != key:  # a deleted fresh key stays listed
+                        keys.insert(i, key)
         dirty[key] = value
 
     def committed(self) -> None:

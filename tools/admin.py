@@ -5,9 +5,8 @@ Each command first checks what it was asked against the store opened read-only (
 command changes no byte), then opens the store as the embedding application would (recovery
 runs, the store's lock is taken: a store open in another process is refused), makes the one
 change through the broker API, and closes it. A queue added to a closed store is durable: a
-transient one would be gone when the command exits. Options for what mqstore does not build yet
-(Qpid last-value queues, alternate addresses) are not offered rather than accepted and
-ignored.
+transient one would be gone when the command exits. An option for what mqstore does not build
+yet (alternate addresses) is not offered rather than accepted and ignored.
 """
 
 from __future__ import annotations
@@ -97,29 +96,47 @@ def register_admin(main: click.Group) -> None:
                                                       "ring_strict"]), default=None,
                   help="What a send past a limit does (Qpid qpid.policy_type; default "
                        "flow_to_disk, as for any durable queue).")
+    @click.option("--last-value-queue", is_flag=True,
+                  help="A Qpid last-value queue keyed by the qpid.LVQ_key property: a newer "
+                       "message replaces the queued one in place unless it was acquired or "
+                       "browsed (qpid.last_value_queue).")
+    @click.option("--last-value-queue-no-browse", is_flag=True,
+                  help="As --last-value-queue, but browsing protects nothing "
+                       "(qpid.last_value_queue_no_browse).")
     def add_queue(directory: str, name: str, address: Optional[str], routing_type: str,
                   durable: bool, ring_size: Optional[int], last_value_key: Optional[str],
                   non_destructive: bool, max_consumers: int, cluster_durable: bool,
-                  max_queue_size: int, max_queue_count: int, policy_type: Optional[str]
-                  ) -> None:
+                  max_queue_size: int, max_queue_count: int, policy_type: Optional[str],
+                  last_value_queue: bool, last_value_queue_no_browse: bool) -> None:
         """Add queue NAME to the store in DIRECTORY."""
         from engine import Broker, PolicyType, QueueConfig, RoutingType
+        from engine.model import QpidLvq
+
+        from engine.settings import check_queue_config
+
+        if last_value_queue and last_value_queue_no_browse:
+            raise click.UsageError("give --last-value-queue or --last-value-queue-no-browse, "
+                                   "not both")
+        qpid_lvq = QpidLvq.LVQ_NO_BROWSE if last_value_queue_no_browse else \
+            QpidLvq.LVQ if last_value_queue else None
 
         rt = RoutingType(routing_type)
         address = address or name
         try:
+            config = QueueConfig(
+                name, address, rt, durable=True, max_consumers=max_consumers,
+                ring_size=ring_size, last_value_key=last_value_key,
+                non_destructive=non_destructive or None, persist_last_node=cluster_durable,
+                max_count=max_queue_count or -1, max_size=max_queue_size or -1,
+                policy_type=PolicyType(policy_type) if policy_type else None,
+                qpid_lvq=qpid_lvq)
+            check_queue_config(config)  # what create_queue refuses, before the store opens
             _check_add(directory, name, address, routing_type)
             with Broker.open(directory, expiry_scan_ms=0) as broker:
                 created = address not in broker.address_names()
                 if created:
                     broker.create_address(address, {rt})
-                broker.create_queue(QueueConfig(
-                    name, address, rt, durable=True, max_consumers=max_consumers,
-                    ring_size=ring_size, last_value_key=last_value_key,
-                    non_destructive=non_destructive or None,
-                    persist_last_node=cluster_durable, max_count=max_queue_count or -1,
-                    max_size=max_queue_size or -1,
-                    policy_type=PolicyType(policy_type) if policy_type else None))
+                broker.create_queue(config)
         except MqStoreError as exc:
             fail(exc)
         made = f" (address {address!r} created)" if created else ""

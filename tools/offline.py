@@ -80,6 +80,7 @@ class OfflineStore:
                          "max_count": int(cfg.get("max_count", -1)),
                          "max_size": int(cfg.get("max_size", -1)),
                          "policy_type": _policy(cfg),
+                         "qpid_lvq": cfg.get("qpid_lvq"),
                          "messages": count + q.scheduled,
                          "paged": q.paged,
                          "delivering": delivering,

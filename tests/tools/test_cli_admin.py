@@ -96,3 +96,29 @@ def test_add_queue_with_qpid_size_limits_and_list_them(tmp_path: Path) -> None:
         with b.session() as s:
             s.send_many("capped", [Message(b"1"), Message(b"2"), Message(b"3")])
             assert b.queue_info("capped").message_count == 2  # the ring removed the oldest
+
+
+def test_add_qpid_last_value_queue_and_refuse_what_does_not_combine(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    assert run("add", "queue", str(d), "prices", "--last-value-queue", "--routing-type",
+               "multicast").exit_code == 0
+    assert run("add", "queue", str(d), "quotes", "--address", "prices", "--routing-type",
+               "multicast", "--last-value-queue-no-browse").exit_code == 0
+    before = digest(d)
+    both = run("add", "queue", str(d), "x", "--last-value-queue", "--last-value-queue-no-browse")
+    assert both.exit_code == 2
+    mixed = run("add", "queue", str(d), "y", "--last-value-queue", "--last-value-key", "k")
+    assert mixed.exit_code == 1 and "not both" in mixed.output
+    capped = run("add", "queue", str(d), "z", "--last-value-queue", "--max-queue-count", "3")
+    assert capped.exit_code == 1 and "not supported" in capped.output
+    assert digest(d) == before  # refused before the store was opened
+    rows = {r["queue"]: r for r in json.loads(run("queues", str(d), "--json").output)}
+    assert rows["prices"]["qpid_lvq"] == "last_value_queue"
+    assert rows["quotes"]["qpid_lvq"] == "last_value_queue_no_browse"
+    with Broker.open(str(d)) as b:
+        with b.session() as s:
+            s.send_many("prices", [Message(b"1", {"qpid.LVQ_key": "RHT"}),
+                                   Message(b"2", {"qpid.LVQ_key": "RHT"})])
+            assert [m.message.body for m in s.create_browser("prices")] == [b"2"]
+            assert [m.message.body for m in s.create_browser("quotes")] == [b"2"]

@@ -1,0 +1,142 @@
+"""Orphaned messages: what is left on a queue when it is deleted (seed 002 "Rejected and
+orphaned messages").
+
+A queue declared with an ``alternate_address`` (Qpid's alternate exchange) gives every message
+still on it when it is deleted (in delivery in an open transaction, ready, scheduled, paged) to
+that address, routed as a send to it is (anycast: one queue, round-robin; multicast: every
+queue), as a new message with the original address and queue in ``_AMQ_ORIG_ADDRESS`` /
+``_AMQ_ORIG_QUEUE``. Without one, or when the address is gone or has no queues, they are
+deleted with the queue.
+
+The move goes a chunk at a time, each chunk one TX record holding the copies and the removals
+(reason ``orphaned``), so a queue of any size moves in bounded memory and records under the
+journal's size limit, and a crash at any point leaves every message in exactly one place: moved,
+or still on the queue, which a crash before the QUEUE_DEL record leaves in place (delete it
+again). The queue leaves its address first, so a copy never comes back to it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import List, Optional, Tuple
+
+from engine.core import BrokerCore
+from engine.deadletter import copy_of
+from engine.model import Message
+from engine.names import Destination
+from engine.placement import ACK_BOUND, Placement, forget, record_bound, route
+from engine.queue import MessageRef, Queue
+from engine.values import TIME_MAX
+from journal import Ticket
+from journal.format import FRAME_OVERHEAD
+from recovery import schema
+from recovery.schema import AckReason
+
+log = logging.getLogger("mqstore.engine")
+
+CHUNK = 256  # references taken off the queue at a time
+ORPHANED = AckReason.ORPHANED.value
+
+
+def move_orphans(broker: BrokerCore, queue: Queue) -> Optional[Ticket]:
+    """Give every message left on ``queue`` (being deleted; no consumers; lock held) to its
+    alternate address, or drop it when there is none to take it. Does nothing without an
+    alternate address: the deletion drops them.
+
+    Returns:
+        The ticket of the last record written (``None``: nothing was).
+
+    Raises:
+        BrokerFailedError: a write failed (the broker fail-stops; the records written before
+            stand, the rest of the messages are still on the queue at the next open).
+    """
+    target = queue.config.alternate_address
+    if not target:
+        return None
+    addr = broker.addresses.get(queue.config.address)
+    if addr is not None:
+        addr.queues.pop(queue.name, None)  # a copy routed there must not come back to it
+    ticket: Optional[Ticket] = None
+    moved = dropped = 0
+    while True:
+        refs = _take(queue, CHUNK)
+        if not refs:
+            break
+        got, n, d = _move(broker, queue, refs, target)
+        ticket = got or ticket
+        moved, dropped = moved + n, dropped + d
+    if moved or dropped:
+        log.info("queue %r deleted: %d message(s) left on it went to alternate address %r, "
+                 "%d dropped (no queue there to take them)", queue.name, moved, target,
+                 dropped)
+    return ticket
+
+
+def _take(queue: Queue, limit: int) -> List[MessageRef]:
+    """Up to ``limit`` references off ``queue``, oldest first, each held in RAM: those in
+    delivery (a transaction's acks not committed), the ready ones, the scheduled ones, then
+    the paged ones."""
+    out = sorted(queue.delivering.values(), key=lambda r: r.order)[:limit]
+    for ref in out:
+        del queue.delivering[ref.msg.mid]
+        ref.consumer = None
+    while len(out) < limit:
+        ref = queue.take()
+        if ref is None:
+            break
+        out.append(ref)
+    if len(out) < limit and queue.scheduled.count():
+        out += [ref for _at, ref in queue.scheduled.due(TIME_MAX, limit - len(out))]
+    if len(out) < limit and queue.paged.count():
+        for ref in queue.paged.first(queue, limit - len(out)):
+            queue.paged.taken(ref)
+            queue.cache.hold(ref.msg)
+            out.append(ref)
+    return out
+
+
+def _move(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: str
+          ) -> Tuple[Optional[Ticket], int, int]:
+    """Copy ``refs`` to ``target`` and remove them, in TX records under the size limit.
+    Returns the last ticket, how many were copied and how many dropped."""
+    limit = broker.persistence.journal.options.max_frame()
+    ticket: Optional[Ticket] = None
+    batch: List[Tuple[MessageRef, Optional[Message]]] = []
+    size = moved = dropped = 0
+    for ref in refs:
+        copy = None
+        if target in broker.addresses and broker.addresses[target].queues:
+            copy = copy_of(broker, ref, queue)
+        n = ACK_BOUND
+        if copy is not None:
+            n += record_bound(target, len(broker.addresses[target].queues), copy)
+            if n + FRAME_OVERHEAD > limit:  # the copy alone is too large for a record
+                log.warning("message %d of queue %r: too large to copy to alternate address "
+                            "%r with its origin; dropped", ref.msg.mid, queue.name, target)
+                copy, n = None, ACK_BOUND
+        if batch and size + n + FRAME_OVERHEAD > limit:
+            ticket = _write(broker, queue, batch, target) or ticket
+            batch, size = [], 0
+        batch.append((ref, copy))
+        size += n
+        moved += copy is not None
+        dropped += copy is None
+    if batch:
+        ticket = _write(broker, queue, batch, target) or ticket
+    return ticket, moved, dropped
+
+
+def _write(broker: BrokerCore, queue: Queue, batch: List[Tuple[MessageRef, Optional[Message]]],
+           target: str) -> Optional[Ticket]:
+    placement = Placement(broker)
+    acks = []
+    for ref, copy in batch:
+        if copy is not None:
+            addr, queues = route(broker, Destination(target))
+            placement.add(addr.name, queues, copy)
+        if ref.journaled:
+            acks.append(schema.ack(queue.id, ref.msg.mid, ORPHANED))
+    ticket = placement.write(acks, as_tx=True)
+    for ref, _copy in batch:
+        forget(broker, ref, ORPHANED)
+    return ticket

@@ -1,0 +1,131 @@
+"""Qpid last-value queues (seed 002 "Last value queues"; ``QueueConfig.qpid_lvq``): a message
+whose ``qpid.LVQ_key`` matches a queued one's replaces it in place, unless that one was acquired
+or (``last_value_queue``) browsed; the positions survive a crash and an index rebuild."""
+
+from __future__ import annotations
+
+import random
+from typing import List, Optional
+
+import pytest
+
+from engine import Broker, InvalidArgumentError, Message, QueueConfig
+from engine.model import QPID_LVQ_KEY, QpidLvq
+from journal import SimulatedFileSystem
+from recovery import MemoryIndex
+
+
+def m(body: bytes, key: Optional[str] = None, durable: bool = True) -> Message:
+    return Message(body, {QPID_LVQ_KEY: key} if key else {}, durable=durable)
+
+
+def bodies(b: Broker, queue: str = "q") -> List[bytes]:
+    with b.session() as s:
+        return [x.message.body for x in s.create_browser(queue)]
+
+
+def consume_all(b: Broker, queue: str = "q") -> List[bytes]:
+    out = []
+    with b.session() as s:
+        c = s.create_consumer(queue)
+        while (d := c.receive(0.05)) is not None:
+            out.append(d.message.body)
+            d.ack()
+    return out
+
+
+def open_with(flavour: QpidLvq, fs: SimulatedFileSystem, index: MemoryIndex) -> Broker:
+    b = Broker.open("/s", fs=fs, index=index)
+    if "q" not in b.queue_names():
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", qpid_lvq=flavour))
+    return b
+
+
+@pytest.mark.parametrize("flavour", list(QpidLvq))
+def test_a_new_value_takes_the_old_ones_place(flavour: QpidLvq) -> None:
+    with open_with(flavour, SimulatedFileSystem(), MemoryIndex()) as b:
+        assert b.queue_info("q").qpid_lvq == flavour.value
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B"), m(b"C1", "C"), m(b"n1")])
+            s.send("a", m(b"B2", "B"))
+            s.send_many("a", [m(b"C2", "C"), m(b"C3", "C"), m(b"n2")])  # C3 replaces C2
+        assert consume_all(b) == [b"A1", b"B2", b"C3", b"n1", b"n2"]  # no key: never replaced
+        assert b.queue_info("q").messages_added == 8
+
+
+@pytest.mark.parametrize("flavour", list(QpidLvq))
+def test_an_acquired_message_is_not_replaced_and_loses_to_a_newer_one_when_released(
+        flavour: QpidLvq) -> None:
+    with open_with(flavour, SimulatedFileSystem(), MemoryIndex()) as b:
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B")])
+            held = s.create_consumer("q").receive(1)
+            assert held.message.body == b"A1"
+            s.send("a", m(b"A2", "A"))  # A1 is acquired: A2 joins the tail
+            assert b.queue_info("q").message_count == 3
+            held.release()  # a newer A is queued: the released one is replaced
+            assert b.queue_info("q").message_count == 2
+        assert consume_all(b) == [b"B1", b"A2"]
+    with open_with(flavour, SimulatedFileSystem(), MemoryIndex()) as b:
+        with b.session() as s:
+            s.send("a", m(b"A1", "A"))
+            held = s.create_consumer("q").receive(1)
+            held.release()  # nothing newer: back on the queue, and replaceable again
+            s.send("a", m(b"A2", "A"))
+        assert consume_all(b) == [b"A2"]
+
+
+def test_browsing_protects_unless_no_browse() -> None:
+    with open_with(QpidLvq.LVQ, SimulatedFileSystem(), MemoryIndex()) as b:
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B"), m(b"C1", "C")])
+            assert bodies(b) == [b"A1", b"B1", b"C1"]  # every one browsed
+            s.send("a", m(b"B2", "B"))  # B1 was browsed: B2 joins the tail
+            s.send("a", m(b"B3", "B"))  # B2 was not accessed: replaced in place
+            assert bodies(b) == [b"A1", b"B1", b"C1", b"B3"]
+        assert consume_all(b) == [b"A1", b"B1", b"C1", b"B3"]
+    with open_with(QpidLvq.LVQ_NO_BROWSE, SimulatedFileSystem(), MemoryIndex()) as b:
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B")])
+            assert bodies(b) == [b"A1", b"B1"]
+            s.send("a", m(b"B2", "B"))  # browsing protects nothing: replaced in place
+            assert bodies(b) == [b"A1", b"B2"]
+
+
+@pytest.mark.parametrize("lose_index", [False, True])
+def test_positions_survive_a_crash_and_an_index_rebuild(lose_index: bool) -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_with(QpidLvq.LVQ_NO_BROWSE, fs, index) as b:
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B"), m(b"C1", "C")])
+            b.checkpoint()
+            s.send("a", m(b"A2", "A"))  # in place of A1
+            s.send_many("a", [m(b"C2", "C"), m(b"C3", "C")])  # in place of C1, then of C2
+            s.send("a", m(b"B2", "B", durable=False))  # in place of B1, not journaled
+        expect = bodies(b)
+        assert expect == [b"A2", b"B2", b"C3"]
+    fs = fs.crash(keep=0)
+    index = MemoryIndex() if lose_index else index.crash(random.Random(1))
+    with open_with(QpidLvq.LVQ_NO_BROWSE, fs, index) as b:
+        # B2 was not durable; its replacement of B1 was: B1 is gone with it
+        assert bodies(b) == [b"A2", b"C3"]
+        with b.session() as s:
+            s.send("a", m(b"A3", "A"))  # the recovered queue still replaces in place
+        assert consume_all(b) == [b"A3", b"C3"]
+    with open_with(QpidLvq.LVQ_NO_BROWSE, fs, index) as b:
+        assert bodies(b) == []
+
+
+def test_declaring_refuses_what_does_not_combine() -> None:
+    with Broker.open("/s", fs=SimulatedFileSystem(), index=MemoryIndex()) as b:
+        b.create_address("a")
+        for bad in (QueueConfig("x", "a", qpid_lvq="lvq"),  # type: ignore[arg-type]
+                    QueueConfig("x", "a", qpid_lvq=QpidLvq.LVQ, last_value_key="k"),
+                    QueueConfig("x", "a", qpid_lvq=QpidLvq.LVQ, max_count=3),
+                    QueueConfig("x", "a", last_value_key="k", max_size=10)):
+            with pytest.raises(InvalidArgumentError):
+                b.create_queue(bad)
+        assert b.queue_names() == []
+        b.create_queue(QueueConfig("x", "a", qpid_lvq="last_value_queue"))  # type: ignore
+        assert b.queue_info("x").qpid_lvq == "last_value_queue"
