@@ -32,6 +32,8 @@ from engine.scheduler import Scheduler
 from engine.scheduling import deliver_now, remove_scheduled
 from engine.names import check_name
 from engine.opening import OpenedStorage, open_storage
+from engine.orphans import move_orphans
+from engine.queuelimits import count_held_bytes
 from engine.delivery import serve_waiters
 from engine.restart import end_open_deliveries, end_recovered_deliveries
 from engine.restore import restore_messages
@@ -219,7 +221,7 @@ class Broker:
             self._attach_queue(queue)
             queue.open_from_index()
             if config.max_size > 0:  # what a Qpid max_size counts (``engine.queuelimits``)
-                queue.count_held_bytes()
+                count_held_bytes(queue)
 
     def new_queue(self, qid: int, config: QueueConfig) -> Queue:
         """A runtime queue sharing this broker's RAM budget (not attached yet)."""
@@ -548,6 +550,7 @@ class Broker:
             InvalidNameError, InvalidArgumentError: bad configuration. AddressNotFoundError.
             AlreadyExistsError: a queue of that name exists (queue names are broker-wide).
             RoutingTypeError: the address does not support the queue's routing type.
+            AddressNotFoundError: also when its ``alternate_address`` does not exist.
         """
         check_queue_config(config)
         with self.lock:
@@ -561,6 +564,8 @@ class Broker:
             if config.routing_type not in addr.routing_types:
                 raise RoutingTypeError(f"address {addr.name!r} does not support "
                                        f"{config.routing_type.value}")
+            if config.alternate_address and config.alternate_address not in self.addresses:
+                raise AddressNotFoundError(config.alternate_address)
             queue = self.new_queue(self.next_id(), config)
             ticket = None
             if config.durable:
@@ -576,7 +581,9 @@ class Broker:
 
     def delete_queue(self, name: str, if_empty: bool = False, if_unused: bool = False) -> None:
         """Delete a queue and its messages (seed 002 "Deleting Queues"; Artemis destroyQueue).
-        The queue stays listed in ``deleted_queues()`` with the time of deletion.
+        The queue stays listed in ``deleted_queues()`` with the time of deletion. Messages
+        still on it go to its ``alternate_address`` when it has one (``engine.orphans``: a
+        crash meanwhile leaves each either moved or still on the queue), else are deleted.
 
         Args:
             if_empty: refuse when it holds messages (on it, in delivery or scheduled).
@@ -603,7 +610,7 @@ class Broker:
             held = queue.info().message_count if if_empty else 0
             if held:
                 raise QueueNotEmptyError(name, held)
-            ticket = None
+            ticket = move_orphans(self, queue)  # to its alternate address (seed 002)
             now = self.now_ms()
             cfg = queue.config
             if queue.durable:

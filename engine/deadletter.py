@@ -24,7 +24,7 @@ from engine.autocreate import maybe_delete
 from engine.model import Message
 from engine.names import Destination
 from engine.placement import Placement, body_of, forget, route
-from engine.queue import MessageRef
+from engine.queue import MessageRef, Queue
 from journal import Ticket
 from recovery import schema
 from recovery.schema import AckReason
@@ -35,26 +35,42 @@ ORIG_ADDRESS = "_AMQ_ORIG_ADDRESS"
 ORIG_QUEUE = "_AMQ_ORIG_QUEUE"
 
 
+def copy_of(broker: BrokerCore, ref: MessageRef, queue: Queue) -> Message:
+    """The message ``ref`` points to, as a new message to route elsewhere: body, properties
+    (with ``_AMQ_ORIG_ADDRESS`` and ``_AMQ_ORIG_QUEUE`` naming where it was), durability,
+    priority and timestamp; no expiration (lock held).
+
+    Raises:
+        KeyError: its body is not stored any more.
+    """
+    props = dict(ref.msg.properties)
+    props[ORIG_ADDRESS] = ref.msg.address
+    props[ORIG_QUEUE] = queue.name
+    return Message(body_of(broker, ref.msg), props, ref.msg.durable, ref.msg.priority, 0,
+                   ref.msg.timestamp)
+
+
 def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
     """Remove references (not on a ready list any more) for good, copying each to its queue's
-    expiry address (reason "expired") or dead-letter address (other reasons) when set."""
+    expiry address (reason "expired"), to its alternate address (reason "rejected", when the
+    queue has one: Qpid, seed 002 "Rejected and orphaned messages"), or to its dead-letter
+    address (other reasons, and rejected ones without an alternate address) when set."""
     placement = Placement(broker)
     acks = []
     for ref, reason in items:
         queue = ref.queue
         settings = broker.settings.resolve(queue.config.address)
         expired = reason == AckReason.EXPIRED.value
-        target = settings.expiry_address if expired else settings.dead_letter_address
+        alternate = reason == AckReason.REJECTED.value and bool(queue.config.alternate_address)
+        target = settings.expiry_address if expired else queue.config.alternate_address \
+            if alternate else settings.dead_letter_address
         queues = []
         if target and target in broker.addresses:
-            body = body_of(broker, ref.msg)
-            props = dict(ref.msg.properties)
-            props[ORIG_ADDRESS] = ref.msg.address
-            props[ORIG_QUEUE] = queue.name
-            copy = Message(body, props, ref.msg.durable, ref.msg.priority, 0, ref.msg.timestamp)
             addr, queues = route(broker, Destination(target))
-            placement.add(addr.name, queues, copy)
-        _log_outcome(ref, reason, expired, target, bool(queues), target in broker.addresses)
+            if queues:
+                placement.add(addr.name, queues, copy_of(broker, ref, queue))
+        _log_outcome(ref, reason, expired, target, bool(queues), target in broker.addresses,
+                     alternate)
         if ref.journaled:
             acks.append(schema.ack(queue.id, ref.msg.mid, reason))
     ticket = placement.write(acks, as_tx=True)
@@ -66,8 +82,9 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
 
 
 def _log_outcome(ref: MessageRef, reason: str, expired: bool, target: Optional[str],
-                 moved: bool, exists: bool) -> None:
-    what = "expiry address" if expired else "dead-letter address"
+                 moved: bool, exists: bool, alternate: bool = False) -> None:
+    what = "expiry address" if expired else "alternate address" if alternate else \
+        "dead-letter address"
     where = f"message {ref.msg.mid} of queue {ref.queue.name!r} ({reason})"
     if moved:
         (log.info if expired else log.warning)("%s: sent to %s %r", where, what, target)

@@ -192,6 +192,10 @@ class QueueConfig:
         policy_type: what a send past either limit does (``PolicyType``); ``None``: Qpid's
             default, ``FLOW_TO_DISK`` for a durable queue, ``REJECT`` for a non-durable one.
             A message exactly at a limit is accepted; one more is past it.
+        alternate_address: where rejected messages, and messages still on the queue when it
+            is deleted, go (Qpid's alternate exchange, seed 002 "Rejected and orphaned
+            messages"): routed as a send to it is; it must exist at declare. ``None``: rejected
+            messages go to the dead-letter address if one is set, orphaned ones are deleted.
         qpid_lvq: a Qpid last-value queue keyed by the ``qpid.LVQ_key`` property
             (``QpidLvq``); not with ``last_value_key`` (Artemis's kind). Kept in RAM whole,
             as Artemis last-value queues are.
@@ -216,6 +220,7 @@ class QueueConfig:
     max_size: int = -1
     policy_type: Optional[PolicyType] = None
     qpid_lvq: Optional[QpidLvq] = None
+    alternate_address: Optional[str] = None
 
     @property
     def limited(self) -> bool:
@@ -246,7 +251,8 @@ class QueueConfig:
                 **({"policy_type": PolicyType(self.policy_type).value}
                    if self.policy_type is not None else {}),
                 **({"qpid_lvq": QpidLvq(self.qpid_lvq).value}
-                   if self.qpid_lvq is not None else {})}
+                   if self.qpid_lvq is not None else {}),
+                **({"alt": self.alternate_address} if self.alternate_address else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -260,7 +266,8 @@ class QueueConfig:
                    bool(cfg.get("no_local", False)), int(cfg.get("auto_delete_delay", 0)),
                    int(cfg.get("max_count", -1)), int(cfg.get("max_size", -1)),
                    PolicyType(cfg["policy_type"]) if cfg.get("policy_type") else None,
-                   QpidLvq(cfg["qpid_lvq"]) if cfg.get("qpid_lvq") else None)
+                   QpidLvq(cfg["qpid_lvq"]) if cfg.get("qpid_lvq") else None,
+                   cfg.get("alt") or None)
 
 
 @dataclass(frozen=True)
@@ -294,7 +301,8 @@ class QueueInfo:
     pages, not on the queue yet (seed 000 §4: counted in message_count, not against a ring
     size). max_count, max_size, policy_type: the Qpid size limits (-1: none) and the policy
     in force (``PolicyType`` value; ``None`` when the queue has no limit). qpid_lvq: the Qpid
-    last-value flavour (``QpidLvq`` value) or ``None``.
+    last-value flavour (``QpidLvq`` value) or ``None``. alternate_address: where its rejected
+    and orphaned messages go, or ``None``.
     """
 
     name: str
@@ -324,6 +332,23 @@ class QueueInfo:
     max_size: int = -1
     policy_type: Optional[str] = None
     qpid_lvq: Optional[str] = None
+    alternate_address: Optional[str] = None
+
+    @classmethod
+    def of(cls, c: QueueConfig, messages: int, delivering: int, scheduled: int, consumers: int,
+           added: int, acknowledged: int, killed: int, expired: int, paged: int
+           ) -> "QueueInfo":
+        """The view of a queue of configuration ``c`` holding those counts."""
+        return cls(c.name, c.address, RoutingType(c.routing_type), c.durable, messages,
+                   delivering, scheduled, consumers, added, acknowledged, killed, expired,
+                   c.max_consumers, bool(c.exclusive), c.auto_created,
+                   -1 if c.ring_size is None else c.ring_size, c.last_value_key,
+                   bool(c.non_destructive), paged, c.persist_last_node, c.auto_delete,
+                   c.no_local, c.auto_delete_delay_ms, c.max_count if c.max_count > 0 else -1,
+                   c.max_size if c.max_size > 0 else -1,
+                   c.effective_policy.value if c.limited else None,
+                   None if c.qpid_lvq is None else QpidLvq(c.qpid_lvq).value,
+                   c.alternate_address)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ that reason), so replay never re-decides anything.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
 from engine.model import QPID_LVQ_KEY, QpidLvq
 from recovery.schema import AckReason
@@ -28,6 +28,24 @@ if TYPE_CHECKING:  # pragma: no cover
     from engine.queue import MessageRef, Queue  # for type hints only (no import at run time)
 
 Removal = Tuple["MessageRef", str]
+
+
+class QueuePolicy(Protocol):
+    """A composable queue behaviour (ring size, last value...) composed into a ``Queue``.
+
+    ``before_add`` runs before a reference joins the tail, ``after_add`` after it joined the
+    tail or went back to the head; both return the references to remove with the reason to
+    journal. ``removed`` is told of every reference leaving the ready list. ``now_ms`` is
+    passed in: policies never read the clock or touch files.
+    """
+
+    def before_add(self, queue: "Queue", ref: MessageRef, now_ms: int
+                   ) -> List[Tuple[MessageRef, str]]: ...
+
+    def after_add(self, queue: "Queue", ref: MessageRef, now_ms: int
+                  ) -> List[Tuple[MessageRef, str]]: ...
+
+    def removed(self, ref: MessageRef) -> None: ...
 
 
 class RingPolicy:

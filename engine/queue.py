@@ -10,10 +10,10 @@ multicast message is stored once and referenced from every queue it was routed t
 from __future__ import annotations
 
 from collections import deque
-from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Protocol, Sequence,
+from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence,
                     Tuple)
 
-from engine.model import QpidLvq, QueueConfig, QueueInfo, RoutingType
+from engine.model import QueueConfig, QueueInfo
 from engine.pagedrefs import PagedRefs
 from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
@@ -21,26 +21,7 @@ from engine.refs import PENDING, MessageRef, Order, below, kept_body
 from engine.scheduled import ScheduledBuffer
 from recovery.schema import AckReason
 
-__all__ = ["MessageRef", "Order", "PENDING", "Queue", "QueuePolicy", "StoredMessage",
-           "kept_body"]
-
-class QueuePolicy(Protocol):
-    """A composable queue behaviour (ring size, last value...; ``engine.policies``).
-
-    ``before_add`` runs before a reference joins the tail, ``after_add`` after it joined the
-    tail or went back to the head; both return the references to remove with the reason to
-    journal. ``removed`` is told of every reference leaving the ready list. ``now_ms`` is
-    passed in: policies never read the clock or touch files.
-    """
-
-    def before_add(self, queue: "Queue", ref: MessageRef, now_ms: int
-                   ) -> List[Tuple[MessageRef, str]]: ...
-
-    def after_add(self, queue: "Queue", ref: MessageRef, now_ms: int
-                  ) -> List[Tuple[MessageRef, str]]: ...
-
-    def removed(self, ref: MessageRef) -> None: ...
-
+__all__ = ["MessageRef", "Order", "PENDING", "Queue", "StoredMessage", "kept_body"]
 
 class Queue:
     """A queue's runtime state (guarded by the broker lock).
@@ -63,13 +44,14 @@ class Queue:
             every journaled ready reference is.
         delivering: references handed out and not yet settled, by message id.
         consumers: open consumers. waiters: consumers blocked in receive, longest first.
-        policies: composed ``QueuePolicy`` objects, applied in order (``engine.policies``
-            builds them from the configuration).
+        policies: composed ``engine.policies.QueuePolicy`` objects, applied in order.
+        held_bytes: body bytes of what it holds, paged and scheduled included (Qpid max_size;
+            counted at open for limited queues only, ``engine.queuelimits``).
     """
 
     def __init__(self, qid: int, config: QueueConfig, cache: MessageCache,
                  reader: Optional[IndexReader] = None,
-                 policies: Sequence["QueuePolicy"] = (),
+                 policies: Sequence[Any] = (),
                  page_start: Callable[[], Optional[Order]] = lambda: None,
                  pages: Optional[PageFile] = None) -> None:
         self.id = qid
@@ -85,7 +67,7 @@ class Queue:
         self.had_consumer = False  # since the broker opened (Qpid auto-delete waits for one)
         self.auto_delete_at: Optional[int] = None  # ms: a delayed Qpid auto-delete is due
         self.waiters: Deque[Any] = deque()
-        self.policies: List[QueuePolicy] = list(policies)
+        self.policies: List[Any] = list(policies)  # engine.policies.QueuePolicy
         self.paged = PagedRefs(qid, cache, reader, page_start, pages)
         self.scheduled = ScheduledBuffer(self, cache, reader)
         self.persisting = False  # last-node mode on a persist_last_node queue (engine.lastnode)
@@ -94,10 +76,7 @@ class Queue:
         # the horizon (it went below them while they were handed out: a head key paged out):
         # the index still has them there, and reads from it must pass over them
         self.ahead: set = set()
-        # body bytes of every message routed to the queue and not settled (paged and
-        # scheduled ones too): what Qpid's max_size bounds (``engine.queuelimits``); placed
-        # messages add to it, forgotten ones take away, a reopen counts a limited queue's
-        self.held_bytes = 0
+        self.held_bytes = 0  # what Qpid's max_size bounds (``engine.queuelimits``)
         self.limited = config.limited  # Qpid max_count / max_size set
         # references that replaced another in place since the last write, with that one
         # (Qpid last-value queues): the write gives each the other's order key
@@ -186,9 +165,7 @@ class Queue:
         return removals
 
     def _swap(self, old: MessageRef, ref: MessageRef) -> None:
-        """``ref`` takes ``old``'s place on the ready list (a Qpid last-value replacement in
-        place): its position, arrival number and order key (fixed again after the write when
-        ``old``'s was pending: ``in_place`` lists the pair)."""
+        """``ref`` takes ``old``'s place, arrival number and order key (Qpid last value)."""
         where = self.ready if old in self.ready else self.tail
         where[where.index(old)] = ref
         old.in_queue = False
@@ -401,28 +378,6 @@ class Queue:
             out = self._browse_queue(None, self.on_disk + 1)
         return out
 
-    def count_held_bytes(self) -> None:
-        """At open: ``held_bytes`` from the index (every reference of the queue, scheduled
-        ones too). Reads the whole queue: done for queues with a size limit only."""
-        if self.reader is None:
-            return
-        total, after, left = 0, None, self.reader.count(self.id)
-        while left > 0:
-            rows = self.reader.read(self.id, after, min(1024, left))
-            if not rows:
-                break
-            total += sum(msg.size for msg, _order, _n in rows)
-            left -= len(rows)
-            after = rows[-1][1]
-        ref = None
-        while True:
-            due = self.reader.scheduled(self.id, None, 1024, ref)
-            if not due:
-                break
-            total += sum(msg.size for msg, _r in due)
-            ref = due[-1][1]
-        self.held_bytes = total
-
     def first(self) -> Optional[MessageRef]:
         """The oldest ready reference (read from the index when the head is empty)."""
         if not self.ready:
@@ -538,16 +493,6 @@ class Queue:
 
     def info(self) -> QueueInfo:
         """The management view."""
-        c = self.config
-        return QueueInfo(c.name, c.address, RoutingType(c.routing_type), c.durable,
-                         self.message_count(), len(self.delivering), self.scheduled.count(),
-                         len(self.consumers),
-                         self.added, self.acknowledged, self.killed, self.expired,
-                         c.max_consumers, bool(c.exclusive), c.auto_created,
-                         -1 if c.ring_size is None else c.ring_size, c.last_value_key,
-                         bool(c.non_destructive), self.paged.count(), c.persist_last_node,
-                         c.auto_delete, c.no_local, c.auto_delete_delay_ms,
-                         c.max_count if c.max_count > 0 else -1,
-                         c.max_size if c.max_size > 0 else -1,
-                         c.effective_policy.value if c.limited else None,
-                         None if c.qpid_lvq is None else QpidLvq(c.qpid_lvq).value)
+        return QueueInfo.of(self.config, self.message_count(), len(self.delivering),
+                            self.scheduled.count(), len(self.consumers), self.added,
+                            self.acknowledged, self.killed, self.expired, self.paged.count())

@@ -213,3 +213,26 @@ def make_room(queue: Queue, size: int, evicted_bytes: int) -> List[Removal]:
         messages -= 1
         held -= ref.msg.size
     return out
+
+
+def count_held_bytes(queue: Queue) -> None:
+    """At open: ``queue.held_bytes`` from the index (every reference of the queue, scheduled
+    ones too). Reads the whole queue: done for queues with a size limit only."""
+    if queue.reader is None:
+        return
+    total, after, left = 0, None, queue.reader.count(queue.id)
+    while left > 0:
+        rows = queue.reader.read(queue.id, after, min(1024, left))
+        if not rows:
+            break
+        total += sum(msg.size for msg, _order, _n in rows)
+        left -= len(rows)
+        after = rows[-1][1]
+    ref = None
+    while True:
+        due = queue.reader.scheduled(queue.id, None, 1024, ref)
+        if not due:
+            break
+        total += sum(msg.size for msg, _r in due)
+        ref = due[-1][1]
+    queue.held_bytes = total

@@ -291,13 +291,17 @@ def check_queue_config(config: QueueConfig) -> None:
     """Validate a queue configuration.
 
     Raises:
-        InvalidNameError: bad names. InvalidArgumentError: a value of the wrong type or out of
-            range (max_consumers -1 or 1..2**63-1, ring_size, max_count and max_size
-            -1..2**63-1, flags bools, last_value_key a non-empty str, policy_type not a
-            ``PolicyType`` or its value), persist_last_node on a non-durable queue.
+        InvalidNameError: bad names (queue, address, alternate address).
+        InvalidArgumentError: a value of the wrong type or out of range (max_consumers -1 or
+            1..2**63-1, ring_size, max_count and max_size -1..2**63-1, flags bools,
+            last_value_key a non-empty str, policy_type not a ``PolicyType`` or its value,
+            qpid_lvq not a ``QpidLvq``), persist_last_node on a non-durable queue, a Qpid and
+            an Artemis last-value key together, size limits on a last-value queue.
     """
     check_name(config.name)
     check_name(config.address)
+    if config.alternate_address is not None:
+        check_name(config.alternate_address)
     if not isinstance(config.routing_type, RoutingType):
         raise InvalidArgumentError("routing_type", f"{config.routing_type!r} is not "
                                                    f"RoutingType.ANYCAST or MULTICAST")

@@ -73,6 +73,7 @@ class AckReason(str, enum.Enum):
     REPLACED = "replaced"      # last-value replacement
     EVICTED = "evicted"        # ring queue eviction
     MOVED = "moved"            # moved to a dead-letter or expiry address
+    ORPHANED = "orphaned"      # left on a deleted queue (moved to its alternate address or not)
 
 
 def address_add(aid: int, name: str, routing_types: Iterable[str], auto: bool) -> Dict[str, Any]:

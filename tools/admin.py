@@ -5,8 +5,7 @@ Each command first checks what it was asked against the store opened read-only (
 command changes no byte), then opens the store as the embedding application would (recovery
 runs, the store's lock is taken: a store open in another process is refused), makes the one
 change through the broker API, and closes it. A queue added to a closed store is durable: a
-transient one would be gone when the command exits. An option for what mqstore does not build
-yet (alternate addresses) is not offered rather than accepted and ignored.
+transient one would be gone when the command exits.
 """
 
 from __future__ import annotations
@@ -19,14 +18,15 @@ from journal import MqStoreError
 from tools.commands import STORE, console, fail
 
 
-def _check_add(directory: str, name: str, address: str, routing_type: str) -> None:
+def _check_add(directory: str, name: str, address: str, routing_type: str,
+               alternate: Optional[str] = None) -> None:
     """Refuse, before anything is written, what ``create_address``/``create_queue`` would.
 
     Raises:
-        InvalidNameError, AlreadyExistsError, RoutingTypeError; MqStoreError: the store cannot
-        be read.
+        InvalidNameError, AlreadyExistsError, RoutingTypeError, AddressNotFoundError (the
+        alternate address); MqStoreError: the store cannot be read.
     """
-    from engine.errors import AlreadyExistsError, RoutingTypeError
+    from engine.errors import AddressNotFoundError, AlreadyExistsError, RoutingTypeError
     from engine.names import check_name
     from tools.offline import OfflineStore
 
@@ -38,6 +38,9 @@ def _check_add(directory: str, name: str, address: str, routing_type: str) -> No
         addr = next((a for a in store.image.addresses.values() if a.name == address), None)
         if addr is not None and routing_type not in addr.routing_types:
             raise RoutingTypeError(f"address {address!r} does not support {routing_type}")
+        if alternate and alternate != address and \
+                not any(a.name == alternate for a in store.image.addresses.values()):
+            raise AddressNotFoundError(alternate)
 
 
 def _check_del(directory: str, name: str, if_empty: bool) -> None:
@@ -103,11 +106,15 @@ def register_admin(main: click.Group) -> None:
     @click.option("--last-value-queue-no-browse", is_flag=True,
                   help="As --last-value-queue, but browsing protects nothing "
                        "(qpid.last_value_queue_no_browse).")
+    @click.option("--alternate-address", default=None,
+                  help="Where rejected messages, and those left on the queue when it is "
+                       "deleted, go (Qpid's alternate exchange); it must exist.")
     def add_queue(directory: str, name: str, address: Optional[str], routing_type: str,
                   durable: bool, ring_size: Optional[int], last_value_key: Optional[str],
                   non_destructive: bool, max_consumers: int, cluster_durable: bool,
                   max_queue_size: int, max_queue_count: int, policy_type: Optional[str],
-                  last_value_queue: bool, last_value_queue_no_browse: bool) -> None:
+                  last_value_queue: bool, last_value_queue_no_browse: bool,
+                  alternate_address: Optional[str]) -> None:
         """Add queue NAME to the store in DIRECTORY."""
         from engine import Broker, PolicyType, QueueConfig, RoutingType
         from engine.model import QpidLvq
@@ -129,9 +136,9 @@ def register_admin(main: click.Group) -> None:
                 non_destructive=non_destructive or None, persist_last_node=cluster_durable,
                 max_count=max_queue_count or -1, max_size=max_queue_size or -1,
                 policy_type=PolicyType(policy_type) if policy_type else None,
-                qpid_lvq=qpid_lvq)
+                qpid_lvq=qpid_lvq, alternate_address=alternate_address)
             check_queue_config(config)  # what create_queue refuses, before the store opens
-            _check_add(directory, name, address, routing_type)
+            _check_add(directory, name, address, routing_type, alternate_address)
             with Broker.open(directory, expiry_scan_ms=0) as broker:
                 created = address not in broker.address_names()
                 if created:
@@ -159,8 +166,10 @@ def register_admin(main: click.Group) -> None:
         try:
             _check_del(directory, name, if_empty)
             with Broker.open(directory, expiry_scan_ms=0) as broker:
-                held = broker.queue_info(name).message_count
+                info = broker.queue_info(name)
                 broker.delete_queue(name, if_empty=if_empty, if_unused=if_unused)
         except MqStoreError as exc:
             fail(exc)
-        console.print(f"deleted queue {name!r} and its {held:,} message(s)")
+        held, alt = info.message_count, info.alternate_address
+        console.print(f"deleted queue {name!r}; its {held:,} message(s) "
+                      + (f"went to alternate address {alt!r}" if alt else "were deleted"))

@@ -81,7 +81,7 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
 
 QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
                  "ring_size", "last_value_key", "non_destructive", "max_count", "max_size",
-                 "policy_type", "qpid_lvq", "messages", "paged",
+                 "policy_type", "qpid_lvq", "alternate_address", "messages", "paged",
                  "delivering", "scheduled", "consumers_at_last_close", "bytes"]
 QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering",
                  "scheduled", "bytes"]
@@ -90,7 +90,7 @@ QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autod
                  "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
                  "scheduled": "sched", "consumers_at_last_close": "cons",
                  "max_count": "max msgs", "max_size": "max bytes", "policy_type": "policy",
-                 "qpid_lvq": "qpid lvq"}
+                 "qpid_lvq": "qpid lvq", "alternate_address": "alternate"}
 DELETED_COLUMNS = ["queue", "address", "routing_type", "deleted", "deleted_ms"]
 DELETED_DEFAULT = ["queue", "address", "routing_type", "deleted"]
 SCHEDULED_COLUMNS = ["message_id", "due", "due_ms", "delivery_count", "bytes", "properties"]

@@ -81,6 +81,7 @@ class OfflineStore:
                          "max_size": int(cfg.get("max_size", -1)),
                          "policy_type": _policy(cfg),
                          "qpid_lvq": cfg.get("qpid_lvq"),
+                         "alternate_address": cfg.get("alt"),
                          "messages": count + q.scheduled,
                          "paged": q.paged,
                          "delivering": delivering,

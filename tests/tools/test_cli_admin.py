@@ -122,3 +122,25 @@ def test_add_qpid_last_value_queue_and_refuse_what_does_not_combine(tmp_path: Pa
                                    Message(b"2", {"qpid.LVQ_key": "RHT"})])
             assert [m.message.body for m in s.create_browser("prices")] == [b"2"]
             assert [m.message.body for m in s.create_browser("quotes")] == [b"2"]
+
+
+def test_add_queue_with_an_alternate_address_then_delete_it(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    before = digest(d)
+    missing = run("add", "queue", str(d), "work", "--alternate-address", "parked")
+    assert missing.exit_code == 1 and "no address 'parked'" in missing.output
+    assert digest(d) == before
+    assert run("add", "queue", str(d), "parked").exit_code == 0
+    assert run("add", "queue", str(d), "work", "--alternate-address", "parked").exit_code == 0
+    rows = {r["queue"]: r for r in json.loads(run("queues", str(d), "--json").output)}
+    assert rows["work"]["alternate_address"] == "parked"
+    with Broker.open(str(d)) as b:
+        with b.session() as s:
+            s.send_many("work", [Message(b"a"), Message(b"b")])
+    gone = run("del", "queue", str(d), "work")  # its messages are orphaned: re-routed
+    assert gone.exit_code == 0 and "2 message(s) went to alternate address 'parked'" in \
+        gone.output
+    with Broker.open(str(d)) as b:
+        with b.session() as s:
+            assert [m.message.body for m in s.create_browser("parked")] == [b"a", b"b"]
