@@ -80,7 +80,8 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
 
 
 QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
-                 "ring_size", "last_value_key", "non_destructive", "max_count", "max_size",
+                 "ring_size", "last_value_key", "non_destructive", "bindings", "max_count",
+                 "max_size",
                  "policy_type", "qpid_lvq", "alternate_address", "messages", "paged",
                  "delivering", "scheduled", "consumers_at_last_close", "bytes"]
 QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering",
@@ -91,6 +92,7 @@ QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autod
                  "scheduled": "sched", "consumers_at_last_close": "cons",
                  "max_count": "max msgs", "max_size": "max bytes", "policy_type": "policy",
                  "qpid_lvq": "qpid lvq", "alternate_address": "alternate"}
+QPID_COLUMNS = ["durable", "auto_delete", "exclusive", "bindings", "bytes", "queue"]
 DELETED_COLUMNS = ["queue", "address", "routing_type", "deleted", "deleted_ms"]
 DELETED_DEFAULT = ["queue", "address", "routing_type", "deleted"]
 SCHEDULED_COLUMNS = ["message_id", "due", "due_ms", "delivery_count", "bytes", "properties"]
@@ -164,12 +166,17 @@ def register(main: click.Group) -> None:
     @click.option("--deleted", is_flag=True,
                   help="List the deleted durable queues still kept (the newest 100), with "
                        "when each was deleted.")
+    @click.option("--qpid", is_flag=True,
+                  help="The columns qpid-config queues shows: Durable, AutoDel, Excl, "
+                       "Bindings, store size (bytes), Queue Name.")
     @listing_options
     @SALVAGE
-    def queues(directory: str, deleted: bool, fmt: Optional[str], as_json: bool,
+    def queues(directory: str, deleted: bool, qpid: bool, fmt: Optional[str], as_json: bool,
                columns: Optional[str], salvage: bool) -> None:
         """The queues of a store (qpid-config style), read-only."""
         wide = as_json or fmt == "json"
+        if qpid and columns is None:
+            columns = ",".join(QPID_COLUMNS)
         if deleted:
             cols = chosen(columns, DELETED_COLUMNS, DELETED_COLUMNS if wide else DELETED_DEFAULT)
             rows = _listing(directory, lambda store: store.deleted_rows(), salvage)

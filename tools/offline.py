@@ -77,6 +77,7 @@ class OfflineStore:
                          "ring_size": int(cfg.get("ring_size", -1)),
                          "last_value_key": cfg.get("last_value_key"),
                          "non_destructive": bool(cfg.get("non_destructive", False)),
+                         "bindings": 1,  # a queue is bound to its one address
                          "max_count": int(cfg.get("max_count", -1)),
                          "max_size": int(cfg.get("max_size", -1)),
                          "policy_type": _policy(cfg),

@@ -144,3 +144,14 @@ def test_add_queue_with_an_alternate_address_then_delete_it(tmp_path: Path) -> N
     with Broker.open(str(d)) as b:
         with b.session() as s:
             assert [m.message.body for m in s.create_browser("parked")] == [b"a", b"b"]
+
+
+def test_queues_qpid_lists_the_seed_columns(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    got = run("queues", str(d), "--qpid", "--format", "tsv")
+    assert got.exit_code == 0, got.output
+    lines = got.output.splitlines()
+    assert lines[0].split("\t") == ["durable", "auto_delete", "exclusive", "bindings", "bytes",
+                                    "queue"]
+    assert lines[1].split("\t") == ["Y", "N", "N", "1", "1", "jobs"]  # as qpid-config
