@@ -23,6 +23,7 @@ from recovery.schema import AckReason
 
 __all__ = ["MessageRef", "Order", "PENDING", "Queue", "StoredMessage", "kept_body"]
 
+
 class Queue:
     """A queue's runtime state (guarded by the broker lock).
 

@@ -9,9 +9,9 @@ message until it is dequeued). A message that would take it past a limit meets t
 - ``reject``: ``QueueFullError``, nothing of the send stored;
 - ``flow_to_disk``: the message is stored paged (``engine.depage``): its content is on disk
   only until the queue drains, for durable and non-durable messages alike;
-- ``ring``: the oldest messages the queue holds, ready or in delivery, are removed (journaled
-  as evicted, in the send's own record) until the new one fits; one larger than ``max_size``
-  alone is refused;
+- ``ring``: the oldest messages the queue holds (in send order, as Qpid's queue positions),
+  ready or in delivery, are removed (journaled as evicted, in the send's own record) until the
+  new one fits; one larger than ``max_size`` alone is refused;
 - ``ring_strict``: as ``ring``, but when the oldest is in delivery the send is refused.
 
 Scheduled and paged messages count but a ring never removes them: when only they are left to
@@ -51,11 +51,13 @@ def over(config: QueueConfig, messages: int, size: int) -> Optional[str]:
 
 
 def _oldest_first(queue: Queue, want: int) -> Tuple[List[MessageRef], bool]:
-    """The references a ring may remove, oldest first, as placement will meet them: the
-    ready ones in queue order and (unless the queue is non-destructive) those in delivery,
-    merged by order key; at least ``want`` of them when the queue has that many. Also
-    whether that is all of them. The ready ones are read from the index as far as needed."""
-    ready = queue.ready_refs(want)
+    """The references a ring may remove, oldest (smallest order key) first, as placement will
+    meet them: the ready ones and those in delivery; at least ``want`` of them when the queue
+    has that many. Also whether that is all of them. The ready ones are read from the index as
+    far as needed; all of them when some were put back at the head out of order."""
+    if queue.returned_ahead:
+        want = queue.ready_count() + 1
+    ready = sorted(queue.ready_refs(want), key=lambda r: r.order)
     complete = len(ready) >= queue.ready_count()
     delivering = sorted(queue.delivering.values(), key=lambda r: r.order)
     if not complete and ready:  # a reference in delivery after the last read may not be next
@@ -200,6 +202,8 @@ def make_room(queue: Queue, size: int, evicted_bytes: int) -> List[Removal]:
     delivering = sorted(queue.delivering.values(), key=lambda r: r.order)
     while over(config, messages + 1, held + size) is not None:
         head = queue.first()
+        if head is not None and queue.returned_ahead:  # released ones are not in key order
+            head = min(queue.ready, key=lambda r: r.order)
         ref = delivering[0] if delivering and (head is None or
                                                delivering[0].order < head.order) else head
         if ref is None:  # ``plan`` refused this already: nothing to remove

@@ -22,7 +22,7 @@ from typing import Any, Dict, Mapping, Optional
 from engine.errors import InvalidArgumentError
 from engine.model import PolicyType, QpidLvq, QueueConfig, RoutingType
 from engine.names import check_name
-from engine.values import TIME_MAX, check_bool, check_int, check_text
+from engine.values import TIME_MAX, check_bool, check_choice, check_int, check_text
 from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
@@ -316,11 +316,7 @@ def check_queue_config(config: QueueConfig) -> None:
     check_int("max_count", config.max_count, -1, TIME_MAX)
     check_int("max_size", config.max_size, -1, TIME_MAX)
     if config.policy_type is not None:
-        try:
-            PolicyType(config.policy_type)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError("policy_type", f"{config.policy_type!r}: one of "
-                                       f"{', '.join(p.value for p in PolicyType)}") from None
+        check_choice("policy_type", config.policy_type, PolicyType)
     if config.persist_last_node and not config.durable:
         raise InvalidArgumentError("persist_last_node", f"queue {config.name!r} is not durable: "
                                    f"only a durable queue can be made to store its non-durable "
@@ -329,11 +325,7 @@ def check_queue_config(config: QueueConfig) -> None:
         if getattr(config, name) is not None:
             check_bool(name, getattr(config, name))
     if config.qpid_lvq is not None:
-        try:
-            QpidLvq(config.qpid_lvq)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError("qpid_lvq", f"{config.qpid_lvq!r}: one of "
-                                       f"{', '.join(p.value for p in QpidLvq)}") from None
+        check_choice("qpid_lvq", config.qpid_lvq, QpidLvq)
         if config.last_value_key is not None or config.last_value:
             raise InvalidArgumentError("qpid_lvq", "a queue is a Qpid last-value queue "
                                        "(qpid.LVQ_key) or an Artemis one (last_value_key), "

@@ -8,7 +8,8 @@ of the types a JMS/AMQP message property can hold. Every failure is an ``Invalid
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional, Tuple
+import enum
+from typing import Any, Dict, Mapping, Optional, Tuple, Type, TypeVar
 
 import msgpack
 
@@ -17,6 +18,8 @@ from engine.errors import InvalidArgumentError
 INT_MIN = -(1 << 63)          # msgpack's signed range
 UINT_MAX = (1 << 64) - 1      # msgpack's unsigned range
 TIME_MAX = (1 << 63) - 1      # ms since the epoch, and other counts that are never negative
+
+E = TypeVar("E", bound=enum.Enum)
 
 
 def check_int(field: str, value: Any, lo: int, hi: int) -> int:
@@ -33,6 +36,16 @@ def check_bool(field: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise InvalidArgumentError(field, f"True or False is needed, not {value!r}")
     return value
+
+
+def check_choice(field: str, value: Any, choices: Type[E]) -> E:
+    """``value`` as a member of the str enum ``choices`` (a member or its value), else
+    InvalidArgumentError naming the values."""
+    try:
+        return choices(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(field, f"{value!r}: one of "
+                                   f"{', '.join(str(c.value) for c in choices)}") from None
 
 
 def check_text(field: str, value: Any, optional: bool = False) -> Optional[str]:

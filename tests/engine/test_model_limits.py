@@ -74,7 +74,7 @@ class LimitsMachine(RuleBasedStateMachine):
 
     def _sessions(self) -> None:
         self.session = self.broker.session()
-        self.consumers = {q: self.session.create_consumer(q, window=10) for q in LIMITS}
+        self.consumers = {q: self.session.create_consumer(q, window=1000) for q in LIMITS}
 
     def _room(self, q: str, size: int) -> Optional[List[Candidate]]:
         limits = LIMITS[q]
@@ -191,8 +191,9 @@ class LimitsMachine(RuleBasedStateMachine):
         self._return_held()
         self.broker.close()
         self.broker = self._open()
-        for q in LIMITS:
-            self.queues[q] = [i for i in self.queues[q] if i.durable]
+        for q in LIMITS:  # a reopen reads them back in send order
+            self.queues[q] = sorted((i for i in self.queues[q] if i.durable),
+                                    key=lambda i: i.seq)
         self._sessions()
 
     @invariant()

@@ -88,7 +88,7 @@ class QpidLvqMachine(RuleBasedStateMachine):
 
     def _sessions(self) -> None:
         self.session = self.broker.session()
-        self.consumers = {q: self.session.create_consumer(q, window=20) for q in FLAVOURS}
+        self.consumers = {q: self.session.create_consumer(q, window=1000) for q in FLAVOURS}
 
     @rule(keys=st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=3),
           durable=st.booleans())
