@@ -140,7 +140,7 @@ class Placement:
                 if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
                         q.in_place[-1][1].journaled:  # the record says so (Qpid LVQ)
                     self.payloads[slot].setdefault("ip", []).append(
-                        [q.id, q.in_place[-1][1].msg.mid])
+                        in_place_entry(q.id, q.in_place[-1][1]))
             refs.append(ref)
         self.placed.append((stored, refs, slot))
         if paged:
@@ -281,6 +281,16 @@ def chunks(broker: BrokerCore, items: List[Tuple[Routed, bool]]
         chunks[-1].append(item)
         size += n
     return chunks
+
+
+def in_place_entry(qid: int, old: MessageRef) -> List[int]:
+    """What a MESSAGE payload's ``"ip"`` list says of a Qpid last-value replacement in place
+    on queue ``qid``: the replaced message's id, and its order key when it has one already
+    (its record may be gone when the journal is replayed); one placed by the same record has
+    none yet, and replay finds it there."""
+    if old.order[0] >= PENDING[0]:
+        return [qid, old.msg.mid]
+    return [qid, old.msg.mid, old.order[0], old.order[1]]
 
 
 def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:

@@ -8,8 +8,9 @@ of its scheduled buffer; ``StoreImage`` (``recovery.image``) inherits them.
   reference it moved has left that head.
 - A DEPAGE record puts an address's paged references on their queues (seed 000 §4).
 - A TX record whose message says ``"ip"`` puts its reference on a Qpid last-value queue in
-  place of the one it replaces (seed 002): it takes that one's order key, noted in the
-  ``moved`` table; the replaced one waits for the record's ack of it (``_replacing``).
+  place of the one it replaces (seed 002): it takes that one's order key (also when that
+  one's record is gone: the entry names the key), noted in the ``moved`` table; the replaced
+  one waits for the record's ack of it (``_replacing``).
 
 The methods use the image's tables and its reference bookkeeping (``_unplace``, ``_ack``,
 ``_tx_done``): they are part of ``StoreImage``, kept apart to keep each module to one subject.
@@ -60,24 +61,33 @@ class ReferenceMoves:
     _replaced: Dict[Any, RefImage]
     _folding: Optional[Location]
 
-    def _replacing(self, queue: QueueImage, mid: int, pairs: Any) -> bool:
+    def _replacing(self, queue: QueueImage, mid: int, entries: Any) -> bool:
         """Folding message ``mid`` of a TX record that says it replaces message ``old`` on
-        ``queue`` in place: when ``old`` is on it, ``mid``'s reference takes ``old``'s order
-        key now, and ``old``'s waits in ``_replaced`` for the record's ack of it (which comes
-        after the record's messages). True then; False: place it as usual."""
-        old = next((int(m) for q, m in pairs if int(q) == queue.id), None)
-        if old is None or self._folding is None:
+        ``queue`` in place (``[queue id, old(, order key)]``): when ``old`` is on it, ``mid``'s
+        reference takes ``old``'s order key now and ``old``'s waits in ``_replaced`` for the
+        record's ack of it (which comes after the record's messages); when ``old``'s record is
+        gone (reclaimed, compacted away), it takes the order key the entry gives. True then;
+        False: place it as usual."""
+        entry = next((e for e in entries if int(e[0]) == queue.id), None)
+        if entry is None or self._folding is None:
             return False
+        old = int(entry[1])
         msg = self.message(old)
         ref = self.ref(queue.id, old, msg) if msg is not None else None
-        if ref is None or ref.at or ref.mid != old:
-            return False
         t = self.tables
-        self._unplace(queue, ref, msg)
-        self._replaced[(queue.id, old)] = ref
-        t.qref.put(order_key(queue.id, ref.order), RefImage(mid, ref.order), True)
+        if ref is not None and not ref.at and ref.mid == old:
+            order = ref.order
+            self._unplace(queue, ref, msg)
+            self._replaced[(queue.id, old)] = ref
+        elif len(entry) >= 4 and msg is None:
+            order = (int(entry[2]), int(entry[3]))
+            if t.qref.get(order_key(queue.id, order)) is not None:
+                return False  # taken (never so when the journal is whole): its own place
+        else:
+            return False
+        t.qref.put(order_key(queue.id, order), RefImage(mid, order), True)
         key = ref_key(queue.id, mid)
-        t.moved.put(key, [0, ref.order[0], ref.order[1]], t.moved.get(key) is None)
+        t.moved.put(key, [0, order[0], order[1]], t.moved.get(key) is None)
         queue.count += 1
         self.counted.add(queue.id)
         return True

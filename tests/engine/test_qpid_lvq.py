@@ -11,7 +11,7 @@ import pytest
 
 from engine import Broker, InvalidArgumentError, Message, QueueConfig
 from engine.model import QPID_LVQ_KEY, QpidLvq
-from journal import SimulatedFileSystem
+from journal import JournalOptions, SimulatedFileSystem
 from recovery import MemoryIndex
 
 
@@ -129,3 +129,20 @@ def test_declaring_refuses_what_does_not_combine() -> None:
         assert b.queue_names() == []
         b.create_queue(QueueConfig("x", "a", qpid_lvq="last_value_queue"))  # type: ignore
         assert b.queue_info("x").qpid_lvq == "last_value_queue"
+
+
+def test_positions_survive_compaction_and_a_rebuild_without_the_replaced_records() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    opts = JournalOptions(segment_size=4096, max_record_size=2000)
+    with Broker.open("/s", fs=fs, index=index, journal_options=opts) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", qpid_lvq=QpidLvq.LVQ_NO_BROWSE))
+        with b.session() as s:
+            s.send_many("a", [m(b"A1" + b"." * 300, "A"), m(b"B1", "B"), m(b"C1", "C")])
+            for i in range(2, 30):  # A replaced again and again: its old records die
+                s.send("a", m(b"A%d" % i + b"." * 300, "A"))
+        assert [x[:3] for x in bodies(b)] == [b"A29", b"B1", b"C1"]
+        report = b.compact(force=True)
+        assert report.compacted
+    with Broker.open("/s", fs=fs, index=MemoryIndex(), journal_options=opts) as b:
+        assert [x[:3] for x in bodies(b)] == [b"A29", b"B1", b"C1"]  # rebuilt from the journal
