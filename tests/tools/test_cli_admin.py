@@ -155,3 +155,39 @@ def test_queues_qpid_lists_the_seed_columns(tmp_path: Path) -> None:
     assert lines[0].split("\t") == ["durable", "auto_delete", "exclusive", "bindings", "bytes",
                                     "queue"]
     assert lines[1].split("\t") == ["Y", "N", "N", "1", "1", "jobs"]  # as qpid-config
+
+
+def test_export_import_keeps_qpid_queues_and_in_place_positions(tmp_path: Path) -> None:
+    from engine import PolicyType
+    from engine.model import QPID_LVQ_KEY, QpidLvq
+
+    d = tmp_path / "s"
+    with Broker.open(str(d)) as b:
+        b.create_address("parked")
+        b.create_queue(QueueConfig("parked", "parked"))
+        b.create_address("prices")
+        b.create_queue(QueueConfig("prices", "prices", qpid_lvq=QpidLvq.LVQ,
+                                   alternate_address="parked"))
+        b.create_address("capped")
+        b.create_queue(QueueConfig("capped", "capped", max_count=2, max_size=64,
+                                   policy_type=PolicyType.RING_STRICT))
+        with b.session() as s:
+            s.send_many("prices", [Message(b"A1", {QPID_LVQ_KEY: "A"}),
+                                   Message(b"B1", {QPID_LVQ_KEY: "B"}),
+                                   Message(b"A2", {QPID_LVQ_KEY: "A"})])  # in A1's place
+            s.send_many("capped", [Message(b"1"), Message(b"2"), Message(b"3")])
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    assert run("export", str(d), str(first)).exit_code == 0
+    assert run("import", str(first), str(tmp_path / "copy")).exit_code == 0
+    assert run("export", str(tmp_path / "copy"), str(second)).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+    with Broker.open(str(tmp_path / "copy")) as b:
+        info = b.queue_info("capped")
+        assert (info.max_count, info.max_size, info.policy_type) == (2, 64, "ring_strict")
+        assert b.queue_info("prices").alternate_address == "parked"
+        with b.session() as s:
+            assert [m.message.body for m in s.create_browser("prices")] == [b"A2", b"B1"]
+            assert [m.message.body for m in s.create_browser("capped")] == [b"2", b"3"]
+            s.send("prices", Message(b"B2", {QPID_LVQ_KEY: "B"}))  # still a Qpid LVQ
+            s.create_consumer("prices").receive(1).reject()  # to the alternate address
+            assert [m.message.body for m in s.create_browser("parked")] == [b"A2"]
