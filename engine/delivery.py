@@ -82,11 +82,22 @@ def deliver(broker: BrokerCore, queue: Queue, consumer: Any) -> Optional[Tuple[M
     return (refs[0], ticket) if refs else None
 
 
+def may_receive(queue: Queue, consumer: Any) -> bool:
+    """Whether ``consumer`` may be given messages of ``queue``: on an exclusive queue (seed
+    004 §4.11, Artemis) only its first open consumer is; when that one closes, the next in
+    the order they attached is."""
+    return not queue.config.exclusive or bool(queue.consumers and
+                                                queue.consumers[0] is consumer)
+
+
 def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                  ) -> Tuple[List[MessageRef], Optional[Ticket]]:
     """Like ``deliver`` for up to ``limit`` references, journaled in one write. Scheduled
     messages due now join the head first (``engine.scheduling``), one step of them once those
-    that came due before are consumed: later ones would join behind those anyway."""
+    that came due before are consumed: later ones would join behind those anyway. Nothing for
+    a consumer that may not receive (``may_receive``)."""
+    if queue.config.exclusive and not may_receive(queue, consumer):
+        return [], None
     now = broker.now_ms()
     nxt = queue.scheduled.next_due()
     if nxt is not None and nxt <= now:
@@ -152,13 +163,14 @@ def depage_for(broker: BrokerCore, queue: Queue) -> bool:
 
 def serve_waiters(broker: BrokerCore, queue: Queue) -> None:
     """Give available messages to consumers blocked in receive, longest waiting first; a
-    waiter whose consumer has no credit keeps its place until an ack frees some."""
+    waiter whose consumer has no credit, or may not receive (an exclusive queue's other
+    consumers), keeps its place."""
     kept = []
     while queue.waiters and (queue.ready_count() or queue.paged.count()):
         waiter = queue.waiters.popleft()
         if waiter.done or waiter.consumer.closed:
             continue
-        if not waiter.consumer.has_credit():
+        if not waiter.consumer.has_credit() or not may_receive(queue, waiter.consumer):
             kept.append(waiter)
             continue
         got = deliver(broker, queue, waiter.consumer)

@@ -162,8 +162,11 @@ class QueueConfig:
         address: the address it is bound to (must exist unless auto-create allows).
         routing_type: anycast or multicast; must be one the address supports.
         durable: journaled queue; survives reopening with its durable messages.
-        max_consumers: -1 for no limit (seed 004 §4.10).
-        exclusive: one consumer at a time receives (seed 004 §4.11); stored, enforced later.
+        max_consumers: most consumers attached at once (seed 004 §4.10): -1 no limit, 1 a
+            non-shared queue, 0 none may attach.
+        exclusive: one consumer at a time receives (seed 004 §4.11, Artemis): the first open
+            one in the order they attached; when it closes, the next. Not Qpid's exclusive
+            ownership (``Session.declare_queue(..., exclusive=True)``).
         auto_created: created by the broker on demand (auto-deleted when settings allow).
         ring_size: at most this many ready messages, -1 for no limit (seed 000).
         last_value_key: the last-value property (seed 004 §4.9).

@@ -220,7 +220,10 @@ class Consumer:
                 waiter.wake()
             self.waiting = []
             if self in self.queue.consumers:
+                active = self.queue.config.exclusive and ops.may_receive(self.queue, self)
                 self.queue.consumers.remove(self)
+                if active and self.queue.consumers:  # an exclusive queue's next consumer
+                    ops.serve_waiters(broker, self.queue)
             pending = [d for d in self.unacked.values() if d.state == "delivered"]
             for d in pending:
                 object.__setattr__(d, "state", "cancelled")
@@ -327,9 +330,12 @@ class Session:
         with self.broker.lock:
             self._check()
             _exclusive.check_use(self.broker, self, q)
-            if 0 < q.config.max_consumers <= len(q.consumers):
-                raise ResourceLimitError(f"queue {q.name!r} has its max-consumers "
-                                         f"({q.config.max_consumers}) already")
+            if 0 <= q.config.max_consumers <= len(q.consumers):
+                raise ResourceLimitError(
+                    f"queue {q.name!r} on address {q.config.address!r} has its "
+                    f"max-consumers ({q.config.max_consumers}) already",
+                    hint="close one of its consumers first" if q.config.max_consumers else
+                    "max-consumers 0: no consumer may attach (seed 004 §4.10)")
             c = Consumer(self, q, window)
             q.consumers.append(c)
             q.had_consumer = True

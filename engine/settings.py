@@ -292,8 +292,8 @@ def check_queue_config(config: QueueConfig) -> None:
 
     Raises:
         InvalidNameError: bad names (queue, address, alternate address).
-        InvalidArgumentError: a value of the wrong type or out of range (max_consumers -1 or
-            1..2**63-1, ring_size, max_count and max_size -1..2**63-1, flags bools,
+        InvalidArgumentError: a value of the wrong type or out of range (max_consumers
+            -1..2**63-1, ring_size, max_count and max_size -1..2**63-1, flags bools,
             last_value_key a non-empty str, policy_type not a ``PolicyType`` or its value,
             qpid_lvq not a ``QpidLvq``), persist_last_node on a non-durable queue, a Qpid and
             an Artemis last-value key together, size limits on a last-value queue.
@@ -305,8 +305,7 @@ def check_queue_config(config: QueueConfig) -> None:
     if not isinstance(config.routing_type, RoutingType):
         raise InvalidArgumentError("routing_type", f"{config.routing_type!r} is not "
                                                    f"RoutingType.ANYCAST or MULTICAST")
-    if check_int("max_consumers", config.max_consumers, -1, TIME_MAX) == 0:
-        raise InvalidArgumentError("max_consumers", "-1 (no limit) or at least 1")
+    check_int("max_consumers", config.max_consumers, -1, TIME_MAX)
     if config.ring_size is not None:
         check_int("ring_size", config.ring_size, -1, TIME_MAX)
     for name in ("durable", "auto_created", "last_value", "persist_last_node", "auto_delete",

@@ -134,3 +134,18 @@ def test_declaring_checks_the_alternate_address() -> None:
         with pytest.raises(InvalidNameError):
             b.create_queue(QueueConfig("q", "a", alternate_address="bad name"))
         assert b.queue_names() == []
+
+
+def test_an_auto_delete_queue_gives_what_is_left_to_its_alternate_address() -> None:
+    with Broker.open("/s", fs=SimulatedFileSystem(), index=MemoryIndex()) as b:
+        b.create_address("alt")
+        b.create_queue(QueueConfig("alt1", "alt"))
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", auto_delete=True, alternate_address="alt"))
+        with b.session() as s:
+            s.send_many("a", [Message(b"1"), Message(b"2"), Message(b"3")])
+            c = s.create_consumer("q")
+            c.receive(1).ack()
+            c.close()  # the last consumer went: deleted, "2" and "3" orphaned
+        assert "q" not in b.queue_names()
+        assert bodies(b, "alt1") == [b"2", b"3"]

@@ -146,3 +146,20 @@ def test_positions_survive_compaction_and_a_rebuild_without_the_replaced_records
         assert report.compacted
     with Broker.open("/s", fs=fs, index=MemoryIndex(), journal_options=opts) as b:
         assert [x[:3] for x in bodies(b)] == [b"A29", b"B1", b"C1"]  # rebuilt from the journal
+
+
+def test_a_scheduled_message_coming_due_replaces_the_queued_one_of_its_key() -> None:
+    now = [1_700_000_000_000]
+    with Broker.open("/s", fs=SimulatedFileSystem(), index=MemoryIndex(),
+                     clock=lambda: now[0]) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a", qpid_lvq=QpidLvq.LVQ_NO_BROWSE))
+        with b.session() as s:
+            s.send_many("a", [m(b"A1", "A"), m(b"B1", "B")])
+            later = m(b"A2", "A")
+            later.scheduled_delivery_time = now[0] + 1000
+            s.send("a", later)
+            assert bodies(b) == [b"A1", b"B1"]
+            now[0] += 1000
+            b.deliver_scheduled()  # due: it goes on the head, and A1 is replaced
+        assert consume_all(b) == [b"A2", b"B1"]

@@ -219,3 +219,18 @@ def test_a_ring_refuses_when_only_scheduled_messages_are_left_to_remove(tmp_path
             with pytest.raises(QueueFullError):
                 s.send("a", Message(b"m"))
             assert b.queue_info("q").scheduled_count == 2
+
+
+def test_flow_to_disk_on_a_non_durable_queue_uses_the_page_files(tmp_path: Path) -> None:
+    with Broker.open(str(tmp_path / "s")) as b:
+        declare(b, max_count=2, policy_type=PolicyType.FLOW_TO_DISK, durable=False)
+        with b.session() as s:
+            s.send_many("a", [Message(b"m%d" % i, durable=False) for i in range(6)])
+            assert b.queue_info("q").paged_count == 4
+            assert b.statistics().page_files.written >= 4  # content left memory
+            c = s.create_consumer("q")
+            got = []
+            while (d := c.receive(0.05)) is not None:
+                got.append(d.message.body)
+                d.ack()
+        assert got == [b"m%d" % i for i in range(6)]
