@@ -33,7 +33,9 @@ from journal.tickets import Batch
 
 
 ZERO_CHUNK = 1 << 20
-IDLE_POLL_S = 0.002  # an idle writer looks for records nobody waits on this often
+IDLE_POLL_S = 0.002  # an idle writer looks for records nobody waits on this often at first,
+IDLE_MAX_S = 0.05    # then less and less often while it finds none, down to this: an idle
+# journal wakes 20 times a second, not 500 (records somebody waits on wake it at once)
 
 
 def new_generation() -> int:
@@ -140,11 +142,13 @@ class GroupCommitWriter:
         j = self._j
         ahead = self.next_file
         try:
+            poll = IDLE_POLL_S
             while True:
                 with j._lock:
                     while not j._open.frames and not j._stopping and j._failure is None:
                         j._writer_idle = True
-                        j._work.wait(IDLE_POLL_S)
+                        woken = j._work.wait(poll)
+                        poll = IDLE_POLL_S if woken else min(poll * 2, IDLE_MAX_S)
                     j._writer_idle = False
                     if j._failure is not None or (j._stopping and not j._open.frames):
                         return
@@ -152,6 +156,7 @@ class GroupCommitWriter:
                     batch = self._take()
                     if batch is not None:
                         self._flush_and_complete(batch)
+                        poll = IDLE_POLL_S
         finally:
             if ahead is not None:
                 with self._flush_lock:
