@@ -30,7 +30,7 @@ from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConf
 from engine.lastnode import LastNode, enter as enter_last_node, leave as leave_last_node
 from engine.scheduler import Scheduler
 from engine.scheduling import deliver_now, remove_scheduled
-from engine.names import check_name
+from engine.names import check_name, queue_reference
 from engine.opening import OpenedStorage, open_storage
 from engine.orphans import move_orphans
 from engine.queuelimits import count_held_bytes
@@ -404,6 +404,29 @@ class Broker:
         """
         self.scheduler.step(queue, message_id, remove_scheduled)
 
+    def purge_queue(self, name: str) -> int:
+        """Remove every message of queue ``name`` (a name, ``address::queue`` or ``::queue``)
+        that no consumer holds: ready, scheduled and paged ones; those in delivery stay
+        (Artemis removeAllMessages, Qpid purge, RabbitMQ queue.purge; ``engine.purge``).
+        Counted in ``messages_killed``; journaled before it returns.
+
+        Returns:
+            How many messages were removed.
+
+        Raises:
+            QueueNotFoundError, InvalidNameError: nothing removed. BrokerFailedError.
+        """
+        from engine.purge import purge
+        address, queue = queue_reference(name)
+        with self.lock:
+            self.check_open()
+            q = self.find_queue(queue)
+            if address is not None and q.config.address != address:
+                raise QueueNotFoundError(queue, address)
+            ticket, removed = purge(self, q)
+        self.wait(ticket)
+        return removed
+
     def expire_messages(self) -> int:
         """Expire every ready message whose expiration has passed now (moved to the expiry
         address, or dropped and counted in ``messages_expired``).
@@ -682,9 +705,18 @@ class Broker:
 
     # -- management ---------------------------------------------------------------------------
     def queue_info(self, name: str) -> QueueInfo:
-        """Counters and configuration of one queue. Raises QueueNotFoundError."""
+        """Counters and configuration of one queue: ``name`` is a queue name, a fully
+        qualified ``address::queue`` or ``::queue`` (``engine.names.queue_reference``).
+
+        Raises:
+            QueueNotFoundError: no such queue (on that address); InvalidNameError.
+        """
+        address, queue = queue_reference(name)
         with self.lock:
-            return self.find_queue(name).info()
+            q = self.find_queue(queue)
+            if address is not None and q.config.address != address:
+                raise QueueNotFoundError(queue, address)
+            return q.info()
 
     def address_info(self, name: str) -> AddressInfo:
         """Routing types and queues of one address. Raises AddressNotFoundError."""

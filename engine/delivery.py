@@ -27,10 +27,12 @@ from engine.names import Destination
 from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
                               fitting_bound, forget, record_bound, route)
 from engine.queue import MessageRef, Queue
+from engine.refs import lane_in
 from engine.scheduling import promote_due, redelivery_delay
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
 from recovery import schema
+from recovery.moves import is_head_order
 from recovery.schema import AckReason, RecordKind
 
 
@@ -102,7 +104,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     nxt = queue.scheduled.next_due()
     if nxt is not None and nxt <= now:
         head = None if queue.non_destructive else queue.first()
-        if head is None or head.order[0] != 0:
+        if head is None or not is_head_order(head.order):
             promote_due(broker, queue, now)
     refs: List[MessageRef] = []
     records = []
@@ -114,7 +116,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                 if depage_for(broker, queue):
                     continue
                 break
-            consumer.cursor = ref.seq
+            consumer.cursor[lane_in(ref.order)] = ref.seq
         else:
             ref = queue.take()
             if ref is None:

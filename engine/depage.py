@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from engine.address import Address
 from engine.core import BrokerCore
 from engine.queue import MessageRef, Order, Queue
+from engine.refs import lane_of, pending, with_lsn
 from journal import Ticket
 from recovery import schema
 from recovery.schema import RecordKind
@@ -83,11 +84,13 @@ def depage(broker: BrokerCore, addr: Address, asking: Queue, want: int
     for q in queues:
         joining = [r for r in firsts[q.id] if message_key(r) <= upto]
         for ref in joining:
-            removals += q.add_tail(ref, now, arrival=False)
-            q.paged.taken(ref)
             if ref.journaled:
                 journaled = ref.order if journaled is None else max(journaled, ref.order)
-            elif not ref.msg.journaled:
+            # from the paged lane to its priority's, as Artemis depages into its priority list
+            ref.order = with_lsn(pending(lane_of(ref.msg.priority)), ref.order)
+            removals += q.add_tail(ref, now, arrival=False)
+            q.paged.taken(ref)
+            if not ref.journaled and not ref.msg.journaled:
                 broker.sizes.depaged_transient(ref.msg)
         if joining:
             touched.append(q)

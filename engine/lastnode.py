@@ -24,6 +24,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from engine.core import BrokerCore
 from engine.queue import MessageRef, Queue
+from engine.refs import in_lane, lane_of
 from engine.values import TIME_MAX, check_int
 from journal import Ticket
 from recovery import schema
@@ -124,18 +125,21 @@ def force(broker: BrokerCore, refs: List[MessageRef],
         if not msg.journaled:
             broker.sizes.release_transient(msg)  # the image counts it now
             msg.journaled = True
+        order = (in_lane(lane_of(msg.priority), first + index), 0)  # as the record says
         for ref in group:
             ref.journaled = True
-            ref.order = (first + index, 0)
             queue = ref.queue
-            if at:  # the index's scheduled buffer holds it now
-                queue.cache.let_go(msg, gone=False)
-                queue.scheduled.added_durable(at)
-            elif ref.in_queue:  # to its place in the journal: the tail of its queue
-                queue.detach(ref)
+            if ref.in_queue:  # to its place in the journal: the tail of its lane
+                queue.detach(ref)  # (from the lane it is in: a depaged one's is another)
+                ref.order = order
                 queue.cache.let_go(msg, gone=False)
                 queue.load_tail(ref)
                 touched[queue.id] = queue
+                continue
+            ref.order = order
+            if at:  # the index's scheduled buffer holds it now
+                queue.cache.let_go(msg, gone=False)
+                queue.scheduled.added_durable(at)
     for queue in touched.values():
         queue.written()  # a queue that pages sends them to the index
     return ticket

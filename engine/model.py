@@ -88,7 +88,8 @@ class Message:
             bool, bytes or None.
         durable: persistent; journaled when it reaches a durable queue (seed 002, "Durable
             queues").
-        priority: 0-9 (JMS), default 4.
+        priority: 0-9 (JMS), default 4; a queue delivers higher priorities first, FIFO
+            within one (Artemis; ``engine.lanes``).
         expiration: absolute expiry time in ms since the epoch, 0 for never.
         timestamp: send time in ms since the epoch (set by the broker when 0).
         scheduled_delivery_time: when to deliver it, ms since the epoch (0: at once); until
@@ -298,14 +299,16 @@ class QueueInfo:
 
     message_count counts messages on the queue including those in delivery; delivering_count
     those handed to consumers and not yet acked; scheduled_count those held for later delivery.
-    messages_added / messages_acknowledged / messages_killed / messages_expired count since the
-    broker opened (killed: dead-lettered, rejected or evicted from a ring; last-value
-    replacements are not counted). paged_count: messages routed to the queue while its address
-    pages, not on the queue yet (seed 000 §4: counted in message_count, not against a ring
-    size). max_count, max_size, policy_type: the Qpid size limits (-1: none) and the policy
-    in force (``PolicyType`` value; ``None`` when the queue has no limit). qpid_lvq: the Qpid
-    last-value flavour (``QpidLvq`` value) or ``None``. alternate_address: where its rejected
-    and orphaned messages go, or ``None``.
+    messages_added / messages_acknowledged / messages_killed / messages_expired /
+    messages_replaced count since the broker opened (killed: dead-lettered or rejected;
+    replaced: removed by a ring, Artemis ring_size or a Qpid ring policy, or by a newer
+    message with the same last-value key, as Artemis counts AckReason.REPLACED).
+    paged_count: messages routed to the queue while its address pages, not on the queue yet
+    (seed 000 §4: counted in message_count, not against a ring size). max_count, max_size,
+    policy_type: the Qpid size limits (-1: none) and the policy in force (``PolicyType``
+    value; ``None`` when the queue has no limit). qpid_lvq: the Qpid last-value flavour
+    (``QpidLvq`` value) or ``None``. alternate_address: where its rejected and orphaned
+    messages go, or ``None``.
     """
 
     name: str
@@ -336,11 +339,12 @@ class QueueInfo:
     policy_type: Optional[str] = None
     qpid_lvq: Optional[str] = None
     alternate_address: Optional[str] = None
+    messages_replaced: int = 0
 
     @classmethod
     def of(cls, c: QueueConfig, messages: int, delivering: int, scheduled: int, consumers: int,
-           added: int, acknowledged: int, killed: int, expired: int, paged: int
-           ) -> "QueueInfo":
+           added: int, acknowledged: int, killed: int, expired: int, paged: int,
+           replaced: int = 0) -> "QueueInfo":
         """The view of a queue of configuration ``c`` holding those counts."""
         return cls(c.name, c.address, RoutingType(c.routing_type), c.durable, messages,
                    delivering, scheduled, consumers, added, acknowledged, killed, expired,
@@ -351,7 +355,7 @@ class QueueInfo:
                    c.max_size if c.max_size > 0 else -1,
                    c.effective_policy.value if c.limited else None,
                    None if c.qpid_lvq is None else QpidLvq(c.qpid_lvq).value,
-                   c.alternate_address)
+                   c.alternate_address, replaced)
 
 
 @dataclass(frozen=True)

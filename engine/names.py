@@ -8,7 +8,7 @@ Seed 004 §4.1: names contain no spaces, none of ``& :: , ? >``, and not the wil
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from engine.errors import InvalidNameError
 from engine.model import RoutingType
@@ -50,6 +50,23 @@ class Destination:
     address: str
     queue: Optional[str] = None
     routing_type: Optional[RoutingType] = None
+
+
+def queue_reference(text: str) -> Tuple[Optional[str], str]:
+    """The queue ``text`` names for management, consumers and browsers: ``queue``,
+    ``address::queue`` (seed 004 §4.7: the queue must be on that address) or ``::queue``
+    (no address given: the queue of that name, as the Artemis CLI's ``--queue ::name``).
+
+    Returns:
+        ``(address or None, queue name)``.
+
+    Raises:
+        InvalidNameError: a part breaks the naming rules.
+    """
+    if isinstance(text, str) and text.startswith(FQQN_SEPARATOR):
+        return None, check_name(text[len(FQQN_SEPARATOR):])
+    dest = parse_destination(text)
+    return (dest.address, dest.queue) if dest.queue is not None else (None, dest.address)
 
 
 def parse_destination(text: str) -> Destination:

@@ -59,10 +59,10 @@ def move_orphans(broker: BrokerCore, queue: Queue) -> Optional[Ticket]:
     ticket: Optional[Ticket] = None
     moved = dropped = 0
     while True:
-        refs = _take(queue, CHUNK)
+        refs = take(queue, CHUNK)
         if not refs:
             break
-        got, n, d = _move(broker, queue, refs, target)
+        got, n, d = settle_out(broker, queue, refs, target, ORPHANED)
         ticket = got or ticket
         moved, dropped = moved + n, dropped + d
     if moved or dropped:
@@ -72,11 +72,12 @@ def move_orphans(broker: BrokerCore, queue: Queue) -> Optional[Ticket]:
     return ticket
 
 
-def _take(queue: Queue, limit: int) -> List[MessageRef]:
-    """Up to ``limit`` references off ``queue``, oldest first, each held in RAM: those in
-    delivery (a transaction's acks not committed), the ready ones, the scheduled ones, then
-    the paged ones."""
-    out = sorted(queue.delivering.values(), key=lambda r: r.order)[:limit]
+def take(queue: Queue, limit: int, delivering: bool = True) -> List[MessageRef]:
+    """Up to ``limit`` references off ``queue`` in queue order, each held in RAM: those in
+    delivery (a transaction's acks not committed; only when ``delivering``), the ready ones,
+    the scheduled ones, then the paged ones."""
+    out = sorted(queue.delivering.values(), key=lambda r: r.order)[:limit] if delivering \
+        else []
     for ref in out:
         del queue.delivering[ref.msg.mid]
         ref.consumer = None
@@ -95,9 +96,10 @@ def _take(queue: Queue, limit: int) -> List[MessageRef]:
     return out
 
 
-def _move(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: str
-          ) -> Tuple[Optional[Ticket], int, int]:
-    """Copy ``refs`` to ``target`` and remove them, in TX records under the size limit.
+def settle_out(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: Optional[str],
+               reason: str) -> Tuple[Optional[Ticket], int, int]:
+    """Copy ``refs`` (taken off ``queue``) to address ``target`` (``None``: nowhere) and
+    remove them with ``reason``, in TX records under the journal's size limit (lock held).
     Returns the last ticket, how many were copied and how many dropped."""
     limit = broker.persistence.journal.options.max_frame()
     ticket: Optional[Ticket] = None
@@ -105,38 +107,39 @@ def _move(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: str
     size = moved = dropped = 0
     for ref in refs:
         copy = None
-        if target in broker.addresses and broker.addresses[target].queues:
+        if target is not None and target in broker.addresses and \
+                broker.addresses[target].queues:
             copy = copy_of(broker, ref, queue)
         n = ACK_BOUND
-        if copy is not None:
+        if copy is not None and target is not None:
             n += record_bound(target, len(broker.addresses[target].queues), copy)
             if n + FRAME_OVERHEAD > limit:  # the copy alone is too large for a record
                 log.warning("message %d of queue %r: too large to copy to alternate address "
                             "%r with its origin; dropped", ref.msg.mid, queue.name, target)
                 copy, n = None, ACK_BOUND
         if batch and size + n + FRAME_OVERHEAD > limit:
-            ticket = _write(broker, queue, batch, target) or ticket
+            ticket = _write(broker, queue, batch, target, reason) or ticket
             batch, size = [], 0
         batch.append((ref, copy))
         size += n
         moved += copy is not None
         dropped += copy is None
     if batch:
-        ticket = _write(broker, queue, batch, target) or ticket
+        ticket = _write(broker, queue, batch, target, reason) or ticket
     return ticket, moved, dropped
 
 
 def _write(broker: BrokerCore, queue: Queue, batch: List[Tuple[MessageRef, Optional[Message]]],
-           target: str) -> Optional[Ticket]:
+           target: Optional[str], reason: str) -> Optional[Ticket]:
     placement = Placement(broker)
     acks = []
     for ref, copy in batch:
-        if copy is not None:
+        if copy is not None and target is not None:
             addr, queues = route(broker, Destination(target))
             placement.add(addr.name, queues, copy)
         if ref.journaled:
-            acks.append(schema.ack(queue.id, ref.msg.mid, ORPHANED))
+            acks.append(schema.ack(queue.id, ref.msg.mid, reason))
     ticket = placement.write(acks, as_tx=True)
     for ref, _copy in batch:
-        forget(broker, ref, ORPHANED)
+        forget(broker, ref, reason)
     return ticket

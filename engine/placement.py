@@ -25,9 +25,9 @@ from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeE
 from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.pagedrefs import spill
-from engine.queue import PENDING, MessageRef, Queue, StoredMessage, kept_body
+from engine.queue import MessageRef, Queue, StoredMessage, kept_body
 from engine.queuelimits import make_room, plan
-from engine.refs import placement_number
+from engine.refs import LANE_SHIFT, is_pending, lane_of, pending, placement_number
 from engine.scheduled import SCHED_PROPERTY, scheduled_time
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
@@ -81,7 +81,8 @@ class Placement:
         self.broker = broker
         self.now = broker.now_ms()
         self.payloads: List[Dict[str, Any]] = []
-        self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
+        # (message, its references, its slot in the payloads or -1, its lane's key bits)
+        self.placed: List[Tuple[StoredMessage, List[MessageRef], int, int]] = []
         self.spill: List[Tuple[StoredMessage, List[MessageRef]]] = []
         self.removals: List[Removal] = []
         self.touched: Dict[int, Queue] = {}
@@ -118,6 +119,7 @@ class Placement:
             broker.sizes.add_transient(stored, paged)
         refs = []
         size = len(msg.body)
+        lane = lane_of(msg.priority, paged)  # its place among its queues' (Artemis priority)
         for q in queues:
             self.touched[q.id] = q
             if q.limited:  # a Qpid ring makes room first (``engine.queuelimits``)
@@ -128,7 +130,7 @@ class Placement:
                 q.added += 1
                 self.scheduled = True
                 continue
-            ref = MessageRef(stored, q, PENDING, journaled=q in journaled)
+            ref = MessageRef(stored, q, pending(lane), journaled=q in journaled)
             if at:
                 q.scheduled.add(ref, at)
                 q.added += 1
@@ -142,7 +144,7 @@ class Placement:
                     self.payloads[slot].setdefault("ip", []).append(
                         in_place_entry(q.id, q.in_place[-1][1]))
             refs.append(ref)
-        self.placed.append((stored, refs, slot))
+        self.placed.append((stored, refs, slot, lane << LANE_SHIFT))
         if paged:
             self.spill.append((stored, [r for r in refs if not r.journaled]))
 
@@ -169,12 +171,13 @@ class Placement:
             first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
             lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
         prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
-        for _stored, refs, slot in self.placed:
+        for _stored, refs, slot, bits in self.placed:
             if slot >= 0 and lsn_of is not None:
                 prev = lsn_of(slot)
             number = placement_number()
-            for ref in refs:  # one not journaled sorts after the journaled one before it
-                ref.order = prev if ref.journaled and lsn_of else (prev[0], prev[1], number)
+            for ref in refs:  # in its lane; one not journaled sorts after the journaled one
+                ref.order = (bits | prev[0], prev[1]) if ref.journaled and lsn_of else \
+                    (bits | prev[0], prev[1], number)                     # before it
         for q in self.touched.values():  # Qpid last-value replacements in place
             for ref, old in q.in_place:
                 ref.order = old.order
@@ -288,7 +291,7 @@ def in_place_entry(qid: int, old: MessageRef) -> List[int]:
     on queue ``qid``: the replaced message's id, and its order key when it has one already
     (its record may be gone when the journal is replayed); one placed by the same record has
     none yet, and replay finds it there."""
-    if old.order[0] >= PENDING[0]:
+    if is_pending(old.order):
         return [qid, old.msg.mid]
     return [qid, old.msg.mid, old.order[0], old.order[1]]
 
@@ -300,7 +303,9 @@ def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
     queue.detach(ref)
     queue.delivering.pop(ref.msg.mid, None)
     queue.held_bytes -= ref.msg.size
-    if why in (AckReason.EVICTED.value, AckReason.KILLED.value, AckReason.REJECTED.value):
+    if why in (AckReason.EVICTED.value, AckReason.REPLACED.value):  # a ring, a last value
+        queue.replaced += 1
+    elif why in (AckReason.KILLED.value, AckReason.REJECTED.value):
         queue.killed += 1
     elif why == AckReason.EXPIRED.value:
         queue.expired += 1

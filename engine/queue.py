@@ -10,18 +10,18 @@ multicast message is stored once and referenced from every queue it was routed t
 from __future__ import annotations
 
 from collections import deque
-from typing import (Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence,
-                    Tuple)
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from engine.lanes import Lanes
 from engine.model import QueueConfig, QueueInfo
 from engine.pagedrefs import PagedRefs
 from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
-from engine.refs import PENDING, MessageRef, Order, below, kept_body
+from engine.refs import MessageRef, Order, below, kept_body, lane_in
 from engine.scheduled import ScheduledBuffer
 from recovery.schema import AckReason
 
-__all__ = ["MessageRef", "Order", "PENDING", "Queue", "StoredMessage", "kept_body"]
+__all__ = ["MessageRef", "Order", "Queue", "StoredMessage", "kept_body"]
 
 
 class Queue:
@@ -59,8 +59,8 @@ class Queue:
         self.config = config
         self.cache = cache
         self.reader = reader
-        self.ready: Deque[MessageRef] = deque()
-        self.tail: Deque[MessageRef] = deque()
+        self.ready = Lanes()
+        self.tail = Lanes()
         self.on_disk = 0
         self.horizon: Optional[Order] = None
         self.delivering: Dict[int, MessageRef] = {}
@@ -85,6 +85,7 @@ class Queue:
         self.added = 0
         self.acknowledged = 0
         self.killed = 0
+        self.replaced = 0
         self.expired = 0
         self.mem_seq = 0
 
@@ -168,7 +169,7 @@ class Queue:
     def _swap(self, old: MessageRef, ref: MessageRef) -> None:
         """``ref`` takes ``old``'s place, arrival number and order key (Qpid last value)."""
         where = self.ready if old in self.ready else self.tail
-        where[where.index(old)] = ref
+        where.replace(old, ref)
         old.in_queue = False
         ref.in_queue = True
         ref.seq = old.seq
@@ -191,7 +192,10 @@ class Queue:
         self.paged.add(ref)
 
     def _join(self, ref: MessageRef) -> None:
-        self._enter(ref, self.ready if self.horizon is None else self.tail)
+        # while the queue pages, one in a lane before the horizon's (a higher priority) is
+        # not read back from the index: it stays in RAM, on the head
+        self._enter(ref, self.ready if self.horizon is None or ref.order < self.horizon
+                    else self.tail)
 
     def admit_due(self, ref: MessageRef, now_ms: int, joining: int
                   ) -> List[Tuple[MessageRef, str]]:
@@ -226,12 +230,10 @@ class Queue:
         else:
             into = self.ready
         ref.in_queue = True
-        i = len(into)  # after the last one with a smaller key (those that came due before);
-        while i > 0 and into[i - 1].order > ref.order:  # messages returned to the head stay
-            i -= 1                                       # ahead of it
-        into.insert(i, ref)
+        into.insert_ordered(ref)  # after those that came due before; messages returned to
+        # the head stay ahead of it
 
-    def _enter(self, ref: MessageRef, into: Deque[MessageRef]) -> None:
+    def _enter(self, ref: MessageRef, into: Lanes) -> None:
         """A reference comes into RAM on ``into``: arrival number, held in the cache."""
         self.mem_seq += 1
         ref.seq = self.mem_seq
@@ -258,7 +260,7 @@ class Queue:
 
     def sort_ready(self) -> None:
         """Put the ready list in order-key order (the journal order recovery loads in)."""
-        self.ready = deque(sorted(self.ready, key=lambda ref: ref.order))
+        self.ready = Lanes(sorted(self.ready, key=lambda ref: ref.order))
 
     # -- paging -------------------------------------------------------------------------------
     def written(self) -> None:
@@ -270,7 +272,7 @@ class Queue:
         budget = self.cache.budget
         self.paged.written()
         if self.horizon is not None:
-            kept: Deque[MessageRef] = deque()
+            kept = Lanes()
             for ref in self.tail:
                 if ref.journaled:
                     self._page_out(ref)
@@ -305,13 +307,15 @@ class Queue:
         deliveries a crash left open came back: the index has them in queue order)."""
         if not self.pageable or not self.ready:
             return
-        kept = deque(ref for ref in self.ready if not ref.journaled)
-        for ref in self.ready:
-            if ref.journaled:
-                self._page_out(ref)
+        kept = Lanes(ref for ref in self.ready if not ref.journaled)
+        out = [ref for ref in self.ready if ref.journaled]
+        for ref in out:
+            self._page_out(ref)
         self.ready = kept
-        if self.horizon is None:
-            self.horizon = (0, 0)
+        if out:  # the index is read from before the first of them again (a refill during
+            # the returns, for a ring's eviction, may have moved the horizon past them)
+            low = below(min(ref.order for ref in out))
+            self.horizon = low if self.horizon is None else min(self.horizon, low)
 
     def _page_out(self, ref: MessageRef) -> None:
         ref.in_queue = False
@@ -332,7 +336,7 @@ class Queue:
         budget = self.cache.budget
         want = max(1, min(budget.refill_size(), budget.head_max - len(self.ready),
                           max(self.on_disk, 1)))
-        rows = self.reader.read(self.id, self.horizon, want) if self.on_disk > 0 else []
+        rows = self._read(self.horizon, want) if self.on_disk > 0 else []
         loaded = 0
         for ref, from_index in self._merged(rows, self.tail):
             if from_index:
@@ -346,7 +350,7 @@ class Queue:
         self.cache.budget.paged_in += loaded
         if self.on_disk <= 0:  # the index has nothing more on the queue (paged ones aside)
             self.ready.extend(self.tail)
-            self.tail = deque()
+            self.tail = Lanes()
             self.horizon = None
             self.on_disk = 0
             self.ahead = set()
@@ -398,12 +402,12 @@ class Queue:
             self.ahead.discard(ref.msg.mid)
         return ref
 
-    def peek_after(self, seq: int) -> Optional[MessageRef]:
-        """The first ready reference that arrived after ``seq`` (non-destructive cursors)."""
-        for ref in self.ready:
-            if ref.seq > seq:
-                return ref
-        return None
+    def peek_after(self, cursor: Dict[int, int]) -> Optional[MessageRef]:
+        """The next ready reference for a non-destructive consumer whose place in each
+        priority lane is ``cursor`` (lane -> arrival number of the last one it got): the
+        first of the highest priority it has not seen, as an Artemis consumer's iterator over
+        the queue's priority list goes back to a higher priority when one arrives."""
+        return self.ready.first_after(cursor)
 
     def detach(self, ref: MessageRef) -> None:
         """Take a reference off the ready list (a policy or expiry removed it)."""
@@ -439,14 +443,28 @@ class Queue:
             if dropped:
                 removals += dropped
                 continue
-            ref.in_queue = True
-            self.ready.appendleft(ref)
-            self.returned_ahead = True
-            if ref.journaled and self.horizon is not None and ref.order > self.horizon:
-                self.ahead.add(ref.msg.mid)
+            if self.horizon is not None and lane_in(ref.order) > lane_in(self.horizon):
+                self._behind_horizon(ref)  # its priority's head is not in RAM
+            else:
+                ref.in_queue = True
+                self.ready.appendleft(ref)  # the head of its priority (Artemis addHead)
+                self.returned_ahead = True
+                if ref.journaled and self.horizon is not None and ref.order > self.horizon:
+                    self.ahead.add(ref.msg.mid)
             for policy in self.policies:
                 removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
+
+    def _behind_horizon(self, ref: MessageRef) -> None:
+        """A reference comes back to a lane the queue reads from the index (lower priority
+        than the horizon's): it goes back to its place in key order, the index's for a
+        journaled one (read back from there), the tail's for another."""
+        if ref.journaled:
+            self.on_disk += 1
+            self.cache.let_go(ref.msg)
+        else:
+            ref.in_queue = True
+            self.tail.insert_ordered(ref)
 
     def settle(self, ref: MessageRef) -> None:
         """Remove a reference in delivery for good (acked, rejected...); the broker then
@@ -471,17 +489,31 @@ class Queue:
         if self.horizon is None or self.reader is None:
             return head + list(self.tail) if after is None else []
         start = self.horizon if after is None or after < self.horizon else after
-        rows = self.reader.read(self.id, (start[0], start[1]), limit)
+        rows = self._read((start[0], start[1]), limit)
         paged_from = self.paged.start()
         if paged_from is not None:
             rows = [r for r in rows if r[1] < paged_from]
-        tail = deque(r for r in self.tail if after is None or r.order > after)
+        tail = Lanes(r for r in self.tail if after is None or r.order > after)
         out = [ref for ref, _from_index in self._merged(rows, tail)]
         if len(rows) < limit:
             out += tail
         return head + out
 
-    def _merged(self, rows: List[Tuple[StoredMessage, Order, int]], tail: Deque[MessageRef]
+    def _read(self, after: Order, want: int) -> List[Tuple[StoredMessage, Order, int]]:
+        """Up to ``want`` rows of the queue from the index after order key ``after``, and more
+        while every row read is one ``_merged`` passes over (in delivery, or returned ahead):
+        a higher priority's references can take the horizon below lower-priority ones that
+        were read and handed out already."""
+        assert self.reader is not None
+        rows = self.reader.read(self.id, after, want)
+        out = rows
+        while len(rows) == want and all(r[0].mid in self.delivering or r[0].mid in self.ahead
+                                        for r in rows):
+            rows = self.reader.read(self.id, rows[-1][1], want)
+            out = out + rows
+        return out
+
+    def _merged(self, rows: List[Tuple[StoredMessage, Order, int]], tail: Lanes
                 ) -> Iterator[Tuple[MessageRef, bool]]:
         """References read from the index (new objects, flagged True) merged in order with
         those of ``tail`` that come before each (taken off ``tail``); a reference in delivery
@@ -496,4 +528,5 @@ class Queue:
         """The management view."""
         return QueueInfo.of(self.config, self.message_count(), len(self.delivering),
                             self.scheduled.count(), len(self.consumers), self.added,
-                            self.acknowledged, self.killed, self.expired, self.paged.count())
+                            self.acknowledged, self.killed, self.expired, self.paged.count(),
+                            self.replaced)

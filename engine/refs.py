@@ -11,12 +11,32 @@ import itertools
 from typing import Any, Optional, Sequence, Tuple
 
 from engine.paging import StoredMessage
-from recovery.entries import below
+from recovery.entries import LANE_SHIFT, LSN_MASK, below, in_lane, lane_in, lane_of, lsn_in
 
-__all__ = ["MessageRef", "Order", "PENDING", "below", "kept_body", "placement_number"]
+__all__ = ["LANE_SHIFT", "MessageRef", "Order", "below", "in_lane", "is_pending", "kept_body",
+           "lane_in", "lane_of", "lsn_in", "pending", "placement_number", "with_lsn"]
 
 Order = Tuple[int, ...]
-PENDING: Order = (1 << 62, 0)  # the order of a reference until its record has an LSN
+
+
+_PENDING = [(lane << LANE_SHIFT | LSN_MASK, 0) for lane in range(16)]
+
+
+def pending(lane: int) -> Order:
+    """The order key of a reference in ``lane`` until its record has an LSN: after every
+    key of its lane, before the next lane's."""
+    return _PENDING[lane]
+
+
+def is_pending(order: Order) -> bool:
+    """Whether ``order`` is a ``pending`` key."""
+    return lsn_in(order) == LSN_MASK
+
+
+def with_lsn(lane_of_key: Order, key: Order) -> Order:
+    """``key`` (an order key in any lane, or one without lane bits) in the lane of
+    ``lane_of_key``."""
+    return (lane_in(lane_of_key) << LANE_SHIFT | lsn_in(key),) + tuple(key[1:])
 
 placement_number = itertools.count(1).__next__
 """A number per message placed, increasing: the last part of the order key of a reference
@@ -36,9 +56,11 @@ class MessageRef:
     """One message on one queue.
 
     Attributes:
-        msg: the shared message. queue: the queue. order: (LSN, slot) of the record that put
-        it there (for one not journaled: the key of the journaled one before it, then its
-        message's ``placement_number``, so they sort together; ``PENDING`` until written).
+        msg: the shared message. queue: the queue. order: (lane | LSN, slot) of the record
+        that put it there, the lane being its message's priority lane
+        (``recovery.entries.lane_of``; for one not journaled: the key of the journaled one
+        before it, in its own lane, then its message's ``placement_number``, so they sort
+        together; ``pending(lane)`` until written).
         delivery_count: times handed to a consumer.
         consumer: the consumer holding it while in delivery, else ``None``.
         journaled: whether its state is in the journal (durable message on a durable queue).

@@ -14,7 +14,7 @@ from engine.errors import AddressNotFoundError, QueueNotFoundError
 from engine.pagedrefs import spill
 from engine.placement import fitting_bound
 from engine.queue import MessageRef, StoredMessage, kept_body
-from engine.refs import placement_number
+from engine.refs import lane_of, pending, placement_number, with_lsn
 from engine.values import TIME_MAX, check_int
 from recovery import schema
 from recovery.image import head_order
@@ -68,11 +68,11 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
         for address, queues, counts, msg, scheduled, head in plans:
             mid = broker.next_id()
             on_disk = [q for q in queues if q.durable] if msg.durable else []
+            pg = broker.sizes.paging(address)
             if on_disk:
                 records.append((RecordKind.MESSAGE, schema.message(
                     mid, address, [q.id for q in on_disk], msg.body, msg.properties,
-                    msg.timestamp, msg.expiration, msg.priority,
-                    broker.sizes.paging(address))))
+                    msg.timestamp, msg.expiration, msg.priority, pg)))
                 records += [(RecordKind.DELIVERY,  # a count, not a delivery in flight
                              schema.delivery(q.id, mid, counts[q.name], returned=True,
                                              at=scheduled.get(q.name, 1 if q.name in head
@@ -83,7 +83,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
                     if q.name in head:
                         heads.setdefault(q.id, []).append(mid)
             placed.append((mid, address, queues, counts, msg, on_disk, len(records),
-                           scheduled, head))
+                           scheduled, head, lane_of(msg.priority, pg)))
         first_due = len(records)
         records += [(RecordKind.DUE, schema.due(qid, mids, [])) for qid, mids in heads.items()]
         ticket = broker.write(records) if records else None
@@ -91,7 +91,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
         index = 0
         prev: Tuple[int, ...] = (broker.persistence.journal.next_lsn - 1 - len(records), 1 << 62)
         due_lsn = {qid: base + first_due + i for i, qid in enumerate(heads)}
-        for mid, address, queues, counts, msg, on_disk, upto, scheduled, head in placed:
+        for mid, address, queues, counts, msg, on_disk, upto, scheduled, head, lane in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
                                    kept_body(msg.body, on_disk, queues), bool(on_disk),
@@ -109,14 +109,16 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
                 if at and q in on_disk:  # the index holds it in the queue's buffer
                     q.scheduled.added_durable(at)
                     continue
-                ref = MessageRef(stored, q, prev, counts[q.name], journaled=q in on_disk)
+                ref = MessageRef(stored, q, with_lsn(pending(lane), prev), counts[q.name],
+                                 journaled=q in on_disk)
                 if ref.journaled and q.name in head:  # on the head, as the DUE record says
-                    ref.order = head_order(due_lsn[q.id], heads[q.id].index(mid))
+                    ref.order = head_order(due_lsn[q.id], heads[q.id].index(mid),
+                                           lane_of(msg.priority))
                     q.cache.hold(stored)
                     q.join_due(ref)
                     continue
                 if not ref.journaled:
-                    ref.order = (prev[0], prev[1], number)
+                    ref.order = with_lsn(ref.order, (prev[0], prev[1], number))
                     transient += [] if at else [ref]
                 if at:
                     q.scheduled.add(ref, at)

@@ -24,7 +24,7 @@ from typing import Any, List, Optional, Tuple
 from engine.core import BrokerCore
 from engine.placement import forget
 from engine.queue import MessageRef, Queue
-from engine.refs import placement_number
+from engine.refs import lane_of, pending, placement_number, with_lsn
 from journal import Ticket
 from recovery import schema
 from recovery.image import HEAD_SHIFT, head_order
@@ -103,11 +103,12 @@ def place_due(broker: BrokerCore, queue: Queue, refs: List[MessageRef], now: int
         (0, (lsn << HEAD_SHIFT) | ((1 << HEAD_SHIFT) - 1))
     i = 0
     for ref in refs:  # one journaled nowhere sorts after the journaled one before it
+        lane = lane_of(ref.msg.priority)  # the head of its priority's lane (Artemis)
         if ref.journaled:
-            ref.order = prev = head_order(lsn, i)
+            ref.order = prev = head_order(lsn, i, lane)
             i += 1
         else:
-            ref.order = (prev[0], prev[1], placement_number())
+            ref.order = with_lsn(pending(lane), (prev[0], prev[1], placement_number()))
         if id(ref) not in evicted:
             queue.join_due(ref)
     queue.scheduled.changed()

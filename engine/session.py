@@ -27,7 +27,7 @@ from engine.deadletter import move_out
 from engine.addressfull import deadline_of, timed_out
 from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
 from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
-from engine.names import Destination, parse_destination
+from engine.names import FQQN_SEPARATOR, Destination, parse_destination, queue_reference
 from engine.browser import Browser
 from engine.placement import body_of, must_wait
 from engine.queue import MessageRef, Queue
@@ -111,7 +111,8 @@ class Consumer:
         self.closed = False
         self.unacked: Dict[int, Delivery] = {}
         self.waiting: List[Any] = []
-        self.cursor = 0  # non-destructive queues: arrival number of the last message seen
+        # non-destructive queues: per priority lane, the arrival number of the last one seen
+        self.cursor: Dict[int, int] = {}
 
     def has_credit(self) -> bool:
         """Whether the window allows one more delivery."""
@@ -390,6 +391,10 @@ class Session:
             _exclusive.delete(self.broker, self, name, if_empty, if_unused)
 
     def _resolve_queue(self, text: str, create: bool = False) -> Queue:
+        if isinstance(text, str) and text.startswith(FQQN_SEPARATOR):  # ``::queue``
+            with self.broker.lock:
+                self._check()
+                return self.broker.find_queue(queue_reference(text)[1])
         dest = parse_destination(text)
         with self.broker.lock:
             self._check()

@@ -374,8 +374,6 @@ class Liveness:
         holds iterables (read from the index as they are consumed):
 
         - ``dead``: ``(segment, dead bytes, BitMap64 of dead offsets)``;
-        - ``dead_records``: ``(segment, offset, length)`` (an index written before dead marks
-          were bitmaps; they are written back in the new form);
         - ``waits``: ``(waited-for segment, tombstone segment, chunk bytes)`` in key order;
         - ``pins``: ``([segment, offset, length], [[segment, offset, length], ...])``.
 
@@ -394,8 +392,6 @@ class Liveness:
                 info.dead_bytes = dead_bytes
                 if info.count == len(info.dead):
                     self.maybe_empty.add(seq)
-            for seq, off, length in state.get("dead_records", ()):
-                self._kill(Location(seq, off, length))
             for sx, st, raw in state.get("waits", ()):
                 if st not in segments:
                     self.waits.touch((sx, st), -1)

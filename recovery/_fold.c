@@ -18,8 +18,8 @@
  * as Table.put(..., fresh=True) and OrderedTable.put would, the message's entry (key: id as
  * 8-byte big-endian; value: the stored form of recovery.entries._enc_msg, i.e. the msgpack
  * body and its CRC-32C continued from the key's, 4 bytes little-endian) and one reference per
- * queue (key: queue id, lsn, 0 as three 8-byte big-endian; value: [mid, lsn, 0] stored the
- * same way). Overlay values are the stored bytes; Table decodes them when read. The caller
+ * queue (key: queue id, lane << 58 | lsn, 0 as three 8-byte big-endian, the lane being
+ * 9 - priority; value: [mid, lane << 58 | lsn, 0] stored the same way). Overlay values are the stored bytes; Table decodes them when read. The caller
  * applies the returned counts (table counts, queue counts, segment holds, the address
  * ledger, next id, last lsn). On an exception the overlays are partly written and the image
  * must be dropped (as for any failed replay).
@@ -32,6 +32,7 @@
 #include "crc32c.h"
 
 #define FRAME_HEAD 32
+#define LANE_SHIFT 58  /* recovery.entries.LANE_SHIFT */
 #define MAX_QUEUES 64
 
 /* ---- reading msgpack (only the forms a plain MESSAGE payload uses) ---------------------- */
@@ -253,6 +254,28 @@ static int parse_plain(const uint8_t *p, size_t n, Plain *m) {
 
 /* ---- the overlays ----------------------------------------------------------------------- */
 
+static int key_cmp(PyObject *a, PyObject *b) {
+    Py_ssize_t na = PyBytes_GET_SIZE(a), nb = PyBytes_GET_SIZE(b);
+    int c = memcmp(PyBytes_AS_STRING(a), PyBytes_AS_STRING(b), (size_t)(na < nb ? na : nb));
+    return c != 0 ? c : (na > nb) - (na < nb);
+}
+
+/* Put key in the sorted list keys: appended when it is the greatest (a queue's new keys
+ * grow within a priority lane), else inserted in order (a higher priority's key), not twice. */
+static int ordered_insert(PyObject *keys, PyObject *key) {
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n == 0 || key_cmp(PyList_GET_ITEM(keys, n - 1), key) < 0)
+        return PyList_Append(keys, key);
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = (lo + hi) / 2;
+        if (key_cmp(PyList_GET_ITEM(keys, mid), key) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    if (lo < n && key_cmp(PyList_GET_ITEM(keys, lo), key) == 0) return 0;
+    return PyList_Insert(keys, lo, key);
+}
+
 /* Table.put(key, value, fresh=True); with new_keys, OrderedTable's per-prefix order list. */
 static int put_fresh(PyObject *dirty, PyObject *fresh, PyObject *new_keys, PyObject *deleted,
                      PyObject *key, PyObject *value) {
@@ -265,7 +288,7 @@ static int put_fresh(PyObject *dirty, PyObject *fresh, PyObject *new_keys, PyObj
             if (prefix == NULL) return -1;
             PyObject *keys = PyDict_GetItemWithError(new_keys, prefix);
             int rc;
-            if (keys != NULL) rc = PyList_Append(keys, key);
+            if (keys != NULL) rc = ordered_insert(keys, key);
             else if (PyErr_Occurred()) rc = -1;
             else {
                 PyObject *list = PyList_New(1);
@@ -410,7 +433,10 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
         }
         if (!known) break;
         /* the message entry */
-        size_t need = 1 + 9 + 5 + m.addr_len + 1 + 3 * 9 + 1 + 1 + 6 * 9;
+        size_t need = 1 + 9 + 5 + m.addr_len + 1 + 3 * 9 + 1 + 1 + 7 * 9;
+        /* its priority lane (recovery.entries.lane_of): 9 - priority, clamped to 0-9 */
+        int64_t lane = 9 - (m.prio < 0 ? 0 : m.prio > 9 ? 9 : m.prio);
+        int64_t lane_lsn = (int64_t)((uint64_t)lane << LANE_SHIFT | (uint64_t)lsn);
         if (need > body_cap) {
             uint8_t *nb = PyMem_Realloc(body, need);
             if (nb == NULL) { PyErr_NoMemory(); goto fail; }
@@ -418,7 +444,7 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
             body_cap = need;
         }
         uint8_t key[24], *p = body;
-        *p++ = 0x9b;
+        *p++ = 0x9c;
         p = put_int(p, m.mid);
         p = put_str(p, m.addr, m.addr_len);
         *p++ = 0x93;
@@ -433,6 +459,7 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
         p = put_int(p, (int64_t)m.body_len);
         p = put_int(p, m.nqueues);
         p = put_int(p, lsn);
+        p = put_int(p, lane);
         put_be(key, (uint64_t)m.mid, 8);
         PyObject *k = PyBytes_FromStringAndSize((const char *)key, 8);
         PyObject *v = k ? stored(key, 8, body, (size_t)(p - body)) : NULL;
@@ -440,15 +467,15 @@ static PyObject *fold_messages(PyObject *self, PyObject *args) {
         Py_XDECREF(k);
         Py_XDECREF(v);
         if (rc < 0) goto fail;
-        /* one reference per queue: [mid, lsn, 0] under (queue, lsn, 0) */
+        /* one reference per queue: [mid, lane | lsn, 0] under (queue, lane | lsn, 0) */
         p = body;
         *p++ = 0x93;
         p = put_int(p, m.mid);
-        p = put_int(p, lsn);
+        p = put_int(p, lane_lsn);
         *p++ = 0x00;
         for (int j = 0; j < m.nqueues; j++) {
             put_be(key, (uint64_t)m.queues[j], 8);
-            put_be(key + 8, (uint64_t)lsn, 8);
+            put_be(key + 8, (uint64_t)lane_lsn, 8);
             put_be(key + 16, 0, 8);
             k = PyBytes_FromStringAndSize((const char *)key, 24);
             v = k ? stored(key, 24, body, (size_t)(p - body)) : NULL;

@@ -21,9 +21,11 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
                                paged(, scheduled)]
     settings match         -> [values, location]
     msg      mid           -> [mid, address, location, slot, props, ts, exp, prio, size, refs,
-                               lsn]
-    qref     qid+lsn+slot  -> [mid, lsn, slot(, delivery count, delivery location, in delivery)]
-                                                       a queue's references in order
+                               lsn, lane]
+    qref     qid+lane|lsn+slot -> [mid, lane|lsn, slot(, delivery count, delivery location,
+                               in delivery)]           a queue's references in order: by
+                                                       priority lane, then as sent
+                                                       (``recovery.entries.lane_of``)
     busy     qid+mid       -> delivery location        references left in delivery
     tx       seg+offset    -> [remaining, ack targets] TX and DUE records still needed
     jmarks   seg           -> [dead bytes, BitMap64]  a segment's dead records (offsets, as
@@ -35,20 +37,19 @@ Tables (ids are 8-byte big-endian, so keys sort like numbers)::
     jpin     seg+offset    -> [length, [targets]]      other tombstones waiting for targets
                                                        (offset -1: a dead record of that
                                                        segment)
-    jdead    seg+offset    -> length                  version 8's dead marks: read, then
-                                                       moved to ``jmarks``
+    jdead    (unused since version 9: version 8's dead marks)
     sched    qid+at+lsn+slot -> as qref, with at      a queue's scheduled buffer, in due order
     moved    qid+mid       -> [at, lsn, slot(, DUE loc)] references not at their message's order
                                                        key: scheduled (at > 0), or put on the
-                                                       head when due (order key (0, n),
+                                                       head when due (a head order key,
                                                        the DUE record's location: its
                                                        ``tx`` entry counts them)
 
-Version 8 added ``sched``, ``moved`` and the queue entry's scheduled count; a version 7 index
-(none of them: nothing scheduled) is read as it is. Version 9 keeps the journal's dead marks as
-one bitmap per segment (``jmarks``) and the common pins packed (``jwait``), so that neither
-costs RAM per record (issue 13); a version 8 index is read, and its ``jdead`` entries are
-rewritten in the new form at the first commit.
+Version 8 added ``sched``, ``moved`` and the queue entry's scheduled count. Version 9 keeps the
+journal's dead marks as one bitmap per segment (``jmarks``) and the common pins packed
+(``jwait``), so that neither costs RAM per record (issue 13). Version 10 puts the priority lane
+at the top of every order key (``recovery.entries.LANE_SHIFT``), so a queue's references sort
+by priority (issue 15); an index of an older version is rebuilt from the journal at open.
 """
 
 from __future__ import annotations
@@ -67,9 +68,8 @@ from recovery.ledger import AddressLedger
 from recovery.indexstore import TABLES, Changes, Row
 from recovery.tables import pack_value, unpack_value
 
-VERSION = 9
-READABLE = (7, 8, 9)  # versions this code reads (7: before scheduled messages, 8: before
-#                       dead marks were bitmaps)
+VERSION = 10
+READABLE = (10,)  # versions this code reads (before 10, order keys had no priority lanes)
 META_KEY = b"checkpoint"
 _LOC = struct.Struct(">QQ")
 _WAIT = struct.Struct(">QQQ")
@@ -164,11 +164,6 @@ def _liveness(store: Any) -> Dict[str, Iterator[Any]]:
                 raise IndexInvalidError(f"unreadable dead marks in the index: {exc}") from exc
             yield ID.unpack(k)[0], dead_bytes, bitmap
 
-    def dead_records() -> Iterator[Tuple[int, int, int]]:
-        for k, v in rows(store, "jdead"):
-            seg, off = _LOC.unpack(k)
-            yield seg, off, unpack_value("jdead", k, v)
-
     def waits() -> Iterator[Tuple[int, int, bytes]]:
         for k, v in rows(store, "jwait"):
             sx, st, _chunk = _WAIT.unpack(k)
@@ -180,7 +175,7 @@ def _liveness(store: Any) -> Dict[str, Iterator[Any]]:
             length, targets = unpack_value("jpin", k, v)
             yield [[seg, off, length], targets]
 
-    return {"dead": dead(), "dead_records": dead_records(), "waits": waits(), "pins": pins()}
+    return {"dead": dead(), "waits": waits(), "pins": pins()}
 
 
 def rows(store: Any, table: str, prefix: bytes = b"", page: int = 4096) -> Iterator[Row]:
@@ -255,7 +250,7 @@ def changes(store: Any, image: StoreImage, lsn: int, catalogue: List[SegmentSumm
     counts = {t.name: t.count for t in image.tables.all()}
     counts.update(addr=len(image.addresses), queue=len(image.queues),
                   settings=len(image.settings))
-    for name in ("jdead", "jpin", "jmarks", "jwait"):
+    for name in ("jpin", "jmarks", "jwait"):
         n = store.entries(name)
         for k, v in out[name].items():
             there = store.get(name, k) is not None
@@ -291,9 +286,6 @@ def _liveness_changes(store: Any, liveness: Mapping[str, Any], out: Changes) -> 
     for tomb, targets in liveness.get("pins", {}).items():
         k = _LOC.pack(tomb[0], tomb[1])
         out["jpin"][k] = None if targets is None else pack_value(k, [tomb[2], targets])
-    if store.entries("jdead"):  # version 8's marks: restored into jmarks at open
-        for k, _v in rows(store, "jdead"):
-            out["jdead"][k] = None
 
 
 def committed(image: StoreImage) -> None:

@@ -12,7 +12,42 @@ from typing import Any, Dict, List, Mapping, Optional, Tuple
 from journal import Location
 from recovery.tables import OrderedTable, SortedTable, Table
 
-Order = Tuple[int, int]  # (LSN of the record that added the reference, slot in that record)
+Order = Tuple[int, int]  # (lane and LSN of the record that added the reference, slot in it)
+
+# A reference's order key is its place in its queue: ``(lane << LANE_SHIFT | LSN, slot)``. The
+# lane comes first, so a queue read in key order gives the highest priority first and, within a
+# priority, the order the messages were sent in (ActiveMQ Artemis: a consumer gets the oldest
+# message of the highest priority present). Lane ``9 - priority`` for JMS priorities 0-9;
+# ``PAGED_LANE`` for a message paged at its address: after every lane, in the order sent, as
+# Artemis depages (seed 000 §4: paged messages come after all the others on a queue).
+LANE_SHIFT = 58
+LSN_MASK = (1 << LANE_SHIFT) - 1
+DEFAULT_LANE = 5  # priority 4, the JMS default
+PAGED_LANE = 15
+
+
+def lane_of(priority: int, paged: bool = False) -> int:
+    """The lane of a message of JMS ``priority`` (0-9; out of range: clamped), or
+    ``PAGED_LANE`` when its address pages it."""
+    if paged:
+        return PAGED_LANE
+    return 9 - priority if priority.__class__ is int and 0 <= priority <= 9 else \
+        9 - min(max(int(priority), 0), 9)
+
+
+def lane_in(order: Tuple[int, ...]) -> int:
+    """The lane of order key ``order``."""
+    return order[0] >> LANE_SHIFT
+
+
+def lsn_in(order: Tuple[int, ...]) -> int:
+    """The LSN part of order key ``order`` (0 for a head key, ``recovery.moves.head_order``)."""
+    return order[0] & LSN_MASK
+
+
+def in_lane(lane: int, lsn: int) -> int:
+    """The first part of an order key: ``lsn`` in ``lane``."""
+    return lane << LANE_SHIFT | lsn
 
 
 def below(order: Tuple[int, ...]) -> Order:
@@ -141,11 +176,12 @@ class MessageImage:
     body_size: int
     refcount: int
     lsn: int = 0
+    lane: int = DEFAULT_LANE
 
     @property
     def order(self) -> Order:
-        """The order key its references have."""
-        return (self.lsn, max(self.slot, 0))
+        """The order key its references have (``lane_of`` its priority, or paged)."""
+        return (self.lane << LANE_SHIFT | self.lsn, max(self.slot, 0))
 
 
 @dataclass
@@ -166,12 +202,13 @@ def _unloc(raw: Optional[List[int]]) -> Optional[Location]:
 
 def _enc_msg(m: MessageImage) -> List[Any]:
     return [m.mid, m.address, list(m.location), m.slot, m.properties, m.timestamp,
-            m.expiration, m.priority, m.body_size, m.refcount, m.lsn]
+            m.expiration, m.priority, m.body_size, m.refcount, m.lsn, m.lane]
 
 
 def _dec_msg(v: List[Any]) -> MessageImage:
-    mid, addr, loc, slot, props, ts, exp, prio, size, refs, lsn = v
-    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs, lsn)
+    mid, addr, loc, slot, props, ts, exp, prio, size, refs, lsn, lane = v
+    return MessageImage(mid, addr, Location(*loc), slot, props, ts, exp, prio, size, refs, lsn,
+                        lane)
 
 
 def _enc_ref(r: RefImage) -> List[Any]:

@@ -23,15 +23,15 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from journal import Location
-from recovery.entries import (ID, PAIR, TRIPLE, AddressImage,
+from recovery.entries import (ID, LANE_SHIFT, PAIR, TRIPLE, AddressImage,
                               DeletedQueueImage, ImageTables, MessageImage, Order, PageState,
-                              QueueImage, RefImage, TxImage, order_key, ref_key, sched_key,
-                              tx_key)
+                              QueueImage, RefImage, TxImage, lane_of, order_key, ref_key,
+                              sched_key, tx_key)
 from recovery.errors import IndexInvalidError
 from recovery.ledger import AddressLedger
 from recovery.indexstore import MemoryIndex
 from recovery.deletions import QueueDeletions
-from recovery.moves import HEAD_SHIFT, ReferenceMoves, head_order
+from recovery.moves import HEAD_SHIFT, ReferenceMoves, head_order, is_head_order
 from recovery.schema import RecordKind
 
 
@@ -43,8 +43,9 @@ class LivenessSink(Protocol):
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None: ...
 
 
-__all__ = ["HEAD_SHIFT", "head_order", "AddressImage", "LivenessSink", "MessageImage",
-           "NullSink", "Order", "PageState", "QueueImage", "RefImage", "StoreImage", "TxImage"]
+__all__ = ["HEAD_SHIFT", "head_order", "is_head_order", "AddressImage", "LivenessSink",
+           "MessageImage", "NullSink", "Order", "PageState", "QueueImage", "RefImage",
+           "StoreImage", "TxImage"]
 
 
 _MESSAGE, _TX, _DUE = int(RecordKind.MESSAGE), int(RecordKind.TX), int(RecordKind.DUE)
@@ -291,13 +292,15 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         get = p.get
         address, size = get("addr", ""), len(get("body", b""))
         props = get("props")
+        at = get("at")
+        prio, pg = int(get("prio", 4)), bool(get("pg")) and not at
+        lane = lane_of(prio, pg)
         t.msg.put(ID.pack(mid), MessageImage(mid, address, location, slot,
                                              dict(props) if props else {}, int(get("ts", 0)),
-                                             int(get("exp", 0)), int(get("prio", 4)),
-                                             size, len(queues), lsn), fresh=True)
-        order = (lsn, slot if slot > 0 else 0)
-        at = get("at")
-        paged = self.ledger.added(address, order, size, bool(get("pg")) and not at)
+                                             int(get("exp", 0)), prio, size, len(queues), lsn,
+                                             lane), fresh=True)
+        order = (lane << LANE_SHIFT | lsn, slot if slot > 0 else 0)
+        paged = self.ledger.added(address, order, size, pg)
         seglive = self.seglive
         seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
         if at:  # into the queues' scheduled buffers (seed 000 §3)
@@ -310,7 +313,7 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         for queue in queues:
             if ip and self._replacing(queue, mid, ip):
                 continue
-            put(TRIPLE.pack(queue.id, lsn, order[1]), RefImage(mid, order), True)
+            put(TRIPLE.pack(queue.id, order[0], order[1]), RefImage(mid, order), True)
             queue.count += 1
             queue.paged += paged
             counted.add(queue.id)
@@ -360,9 +363,10 @@ class StoreImage(ReferenceMoves, QueueDeletions):
                 queue.paged -= 1
             t.qref.delete(order_key(queue.id, ref.order))
             queue.count -= 1
-        if ref.at or ref.order[0] == 0 or (msg is not None and ref.order != msg.order):
+        head = is_head_order(ref.order)
+        if ref.at or head or (msg is not None and ref.order != msg.order):
             key = ref_key(queue.id, ref.mid)
-            where = t.moved.get(key) if ref.order[0] == 0 else None
+            where = t.moved.get(key) if head else None
             t.moved.delete(key)
             if where is not None and len(where) > 3:  # moved there by a DUE record
                 self._due_gone(Location(*where[3:6]))

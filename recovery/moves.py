@@ -18,21 +18,28 @@ The methods use the image's tables and its reference bookkeeping (``_unplace``, 
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from journal import Location
 from recovery.entries import (ID, PAIR, QUAD, MessageImage, Order, QueueImage, RefImage,
-                              TxImage, below, order_key, ref_key, sched_key, tx_key)
+                              TxImage, below, in_lane, lane_of, lsn_in, order_key, ref_key,
+                              sched_key, tx_key)
 
 HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
-# the record, gets order key (0, l << HEAD_SHIFT | i): before every key from a message record
-# (LSN >= 1), after every head key of an earlier DUE record
+# the record, gets order key (lane, LSN 0; l << HEAD_SHIFT | i): before every key from a message
+# record in its lane (LSN >= 1), after every head key of an earlier DUE record
 
 
-def head_order(lsn: int, i: int) -> Order:
+def head_order(lsn: int, i: int, lane: int) -> Order:
     """The order key of the ``i``-th reference a DUE record at ``lsn`` puts on its queue's
-    head (``i`` < 2**20)."""
-    return (0, (lsn << HEAD_SHIFT) | i)
+    head (``i`` < 2**20): the head of its message's priority ``lane`` (Artemis puts a
+    scheduled message that comes due at the head of its priority level)."""
+    return (in_lane(lane, 0), (lsn << HEAD_SHIFT) | i)
+
+
+def is_head_order(order: Tuple[int, ...]) -> bool:
+    """Whether ``order`` is a head key (``head_order``: a scheduled message came due)."""
+    return lsn_in(order) == 0
 
 
 class ReferenceMoves:
@@ -159,7 +166,7 @@ class ReferenceMoves:
                     continue
                 self._unplace(queue, ref, msg)
                 ref.at = 0
-                ref.order = head_order(lsn, i)
+                ref.order = head_order(lsn, i, msg.lane)
                 t.qref.put(order_key(queue.id, ref.order), ref, True)
                 key = ref_key(queue.id, ref.mid)
                 t.moved.put(key, [0, ref.order[0], ref.order[1], *location],
@@ -197,25 +204,34 @@ class ReferenceMoves:
         targets: List[Location] = []
         if state is not None and upto >= state.start:
             moved: Dict[int, MessageImage] = {}
+            qref = self.tables.qref
             for queue in [q for q in self.queues.values() if q.address == address]:
                 self.counted.add(queue.id)
                 after = order_key(queue.id, below(state.start))
                 prefix = ID.pack(queue.id)
                 while True:
-                    chunk = self.tables.qref.scan(prefix, after, 1024)
+                    chunk = qref.scan(prefix, after, 1024)
                     for key, ref in chunk:
                         if (PAIR.unpack(key[8:])) > upto:
                             chunk = []
                             break
                         queue.paged -= 1
-                        if ref.mid not in moved:
-                            msg = self.message(ref.mid)
-                            if msg is not None:
-                                moved[ref.mid] = msg
+                        msg = moved.get(ref.mid) or self.message(ref.mid)
+                        if msg is None:
+                            continue
+                        moved[ref.mid] = msg
+                        # it joins its queue in its priority's lane (keys before the scan's)
+                        qref.delete(key)
+                        ref.order = (in_lane(lane_of(msg.priority), lsn_in(ref.order)),
+                                     ref.order[1])
+                        qref.put(order_key(queue.id, ref.order), ref, True)
                     if len(chunk) < 1024:
                         break
                     after = chunk[-1][0]
             self.ledger.depaged(address, upto, list(moved.values()))
+            for mid, msg in moved.items():  # not paged any more: its references' lane
+                msg.lane = lane_of(msg.priority)
+                self.tables.msg.put(ID.pack(mid), msg)
             for msg in moved.values():
                 if msg.location not in targets:
                     targets.append(msg.location)
@@ -229,4 +245,4 @@ class ReferenceMoves:
             sink.mark_dead([location])
 
 
-__all__ = ["HEAD_SHIFT", "ReferenceMoves", "head_order"]
+__all__ = ["HEAD_SHIFT", "ReferenceMoves", "head_order", "is_head_order"]

@@ -179,9 +179,9 @@ CHUNK = 4096
 
 class OrderedTable(Table):
     """A table whose fresh keys per 8-byte prefix mostly arrive in increasing order (queue
-    order keys), so a prefix's range is read in order without sorting the overlay; the rare
-    key that does not (a scheduled message put on the head of its queue) is inserted in
-    order."""
+    order keys grow within a priority lane), so a prefix's range is read in order without
+    sorting the overlay; a key that does not (a higher priority's, a scheduled message put on
+    the head of its queue) is inserted in order."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -199,8 +199,9 @@ class OrderedTable(Table):
                     self.new_keys[prefix] = [key]
                 elif key > keys[-1]:
                     keys.append(key)
-                else:  # a key put on the head of its queue (order key (0, n)), or one
-                    # put again in place of a deleted one (Qpid last-value queue): rare
+                else:  # a higher priority's key, one put on the head of its lane (a
+                    # scheduled message came due), or one put again in place of a deleted
+                    # one (Qpid last-value queue)
                     i = bisect.bisect_left(keys, key)
                     if i >= len(keys) or keys[i] != key:  # a deleted fresh key stays listed
                         keys.insert(i, key)

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, IO, Iterator, List, Optional, Tuple
 from engine import Broker, Message, QueueConfig, RoutingType
 from engine.settings import AddressSettings
 from journal import MqStoreError
+from recovery.moves import is_head_order
 from tools.offline import OfflineStore
 
 FORMAT = "mqstore-export/1"
@@ -49,7 +50,7 @@ def export_lines(store: OfflineStore) -> Iterator[Dict[str, Any]]:
     for q in sorted(img.queues.values(), key=lambda q: q.id):
         for r in img.refs(q.id):
             on.setdefault(r.mid, []).append((r.order, q.name, r.delivery_count))
-            if r.order[0] == 0:  # came due and was put on the head
+            if is_head_order(r.order):  # came due and was put on the head
                 head.setdefault(r.mid, []).append(q.name)
         for r in img.all_scheduled(q.id):
             on.setdefault(r.mid, []).append((r.order, q.name, r.delivery_count))

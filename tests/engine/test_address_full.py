@@ -271,9 +271,9 @@ def test_paged_messages_do_not_count_against_a_ring(tmp_path: Path) -> None:
     make_queue(b, ring_size=3)
     send(b, 10)
     q = b.queue_info("q")
-    assert (q.message_count, q.paged_count, q.messages_killed) == (10, 7, 0)
+    assert (q.message_count, q.paged_count, q.messages_replaced) == (10, 7, 0)
     assert drain(b) == [0, 1, 2, 7, 8, 9]  # 3..6 were removed by the ring as they joined
-    assert b.queue_info("q").messages_killed == 4
+    assert b.queue_info("q").messages_replaced == 4
     b.close()
 
 

@@ -124,6 +124,21 @@ def test_prefixes_and_fqqn(broker: Broker) -> None:
             s.create_consumer("bar::multi")
     assert bodies(broker, "any1") == [b"both"]
     assert bodies(broker, "any2") == [b"any", b"fq"]
+    # management and consumers take a queue as a name, address::queue or ::queue
+    for name in ("any2", "foo::any2", "::any2"):
+        info = broker.queue_info(name)
+        assert (info.name, info.message_count) == ("any2", 2)
+    with pytest.raises(QueueNotFoundError):
+        broker.queue_info("bar::any2")
+    with pytest.raises(InvalidNameError):
+        broker.queue_info("::")
+    with broker.session() as s:
+        d = s.create_consumer("::any2").receive(1)
+        assert d is not None and d.message.body == b"any"
+        d.ack()
+        assert [m.message.body for m in s.create_browser("::any1")] == [b"both"]
+        with pytest.raises(QueueNotFoundError):
+            s.create_consumer("::nope")
 
 
 def test_durability_rules_across_reopen(broker: Broker) -> None:

@@ -71,7 +71,7 @@ def test_seed_ring_scenario_counts_at_every_step(tmp_path) -> None:
         clock.now = NOON + 5 * MINUTE
         assert b.deliver_scheduled() == 1
         info = b.queue_info("foo")
-        assert (info.message_count, info.scheduled_count, info.messages_killed) == (3, 0, 1)
+        assert (info.message_count, info.scheduled_count, info.messages_replaced) == (3, 0, 1)
         assert drain(b, "foo") == [b"B", b"C", b"D"]
 
 

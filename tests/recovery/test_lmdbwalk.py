@@ -74,7 +74,7 @@ def test_valid_indexes_pass_and_damage_is_never_missed(tmp_path: Path, big: bool
         if code != 0:
             caught += 1
             assert why and code in (lmdbcheck.EXIT_DAMAGED, lmdbcheck.EXIT_UNSORTED)
-    assert caught > 40  # most damage lands in pages in use
+    assert caught > 30  # much of the damage lands in pages in use (the rest in free pages)
 
 
 def test_a_truncated_or_foreign_file_is_damaged(tmp_path: Path) -> None:
