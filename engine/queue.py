@@ -5,6 +5,10 @@ non-destructive...) are small ``QueuePolicy`` objects composed into it, not subc
 decides; the broker journals its decision as a fact (an ACK with a reason) so recovery never
 re-decides. A queue holds ``MessageRef``s, each pointing to a shared ``StoredMessage``: a
 multicast message is stored once and referenced from every queue it was routed to.
+
+References in RAM sit in priority lanes (``engine.lanes``). The module is over 500 lines
+because the queue's RAM head and its reading of the index (refill, page-out, browse) share the
+horizon invariant; moving the index reading into an object of its own is the next split.
 """
 
 from __future__ import annotations
