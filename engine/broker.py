@@ -417,13 +417,9 @@ class Broker:
             QueueNotFoundError, InvalidNameError: nothing removed. BrokerFailedError.
         """
         from engine.purge import purge
-        address, queue = queue_reference(name)
         with self.lock:
             self.check_open()
-            q = self.find_queue(queue)
-            if address is not None and q.config.address != address:
-                raise QueueNotFoundError(queue, address)
-            ticket, removed = purge(self, q)
+            ticket, removed = purge(self, self._referenced_queue(name))
         self.wait(ticket)
         return removed
 
@@ -711,12 +707,17 @@ class Broker:
         Raises:
             QueueNotFoundError: no such queue (on that address); InvalidNameError.
         """
-        address, queue = queue_reference(name)
         with self.lock:
-            q = self.find_queue(queue)
-            if address is not None and q.config.address != address:
-                raise QueueNotFoundError(queue, address)
-            return q.info()
+            return self._referenced_queue(name).info()
+
+    def _referenced_queue(self, name: str) -> Queue:
+        """The queue ``name`` refers to: a name, ``address::queue`` or ``::queue`` (lock
+        held). Raises QueueNotFoundError (none, or not on that address), InvalidNameError."""
+        address, queue = queue_reference(name)
+        q = self.find_queue(queue)
+        if address is not None and q.config.address != address:
+            raise QueueNotFoundError(queue, address)
+        return q
 
     def address_info(self, name: str) -> AddressInfo:
         """Routing types and queues of one address. Raises AddressNotFoundError."""

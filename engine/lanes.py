@@ -119,11 +119,6 @@ class Lanes:
             raise ValueError("reference not in Lanes")
         lane[lane.index(old)] = new
 
-    def lanes(self) -> Iterator[Deque[Any]]:
-        """Each lane's deque, highest priority first (read only)."""
-        for key in self._keys:
-            yield self._lanes[key]
-
     def __iter__(self) -> Iterator[Any]:
         for key in list(self._keys):
             yield from self._lanes[key]
@@ -139,13 +134,10 @@ class Lanes:
         return got is not None and ref in got
 
     def __getitem__(self, i: int) -> Any:
-        if i == 0 and self._keys:
-            return self._lanes[self._keys[0]][0]
-        if i == -1 and self._keys:
-            return self._lanes[self._keys[-1]][-1]
-        if not self._keys:
-            raise IndexError("Lanes index out of range")
-        return list(self)[i]
+        """The head (``[0]``) or the last reference (``[-1]``); no other index."""
+        if not self._keys or i not in (0, -1):
+            raise IndexError("Lanes index out of range (only [0] and [-1])")
+        return self._lanes[self._keys[i]][i]
 
     def first_after(self, cursor: Dict[int, int]) -> Optional[Any]:
         """The first reference, lane by lane, whose arrival number (``seq``) is past its
