@@ -7,12 +7,14 @@
 from engine.aio import AsyncConsumer, AsyncSession
 from engine.broker import Broker
 from engine.connection import Connection
+from engine.control import QueueControl
 from engine.errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                            BrokerFailedError, EngineError, ExclusiveQueueError,
                            IllegalStateError, InvalidArgumentError, InvalidNameError,
                            MessageNotFoundError, QueueFullError, QueueInUseError,
                            QueueNotEmptyError,
                            QueueNotFoundError, ResourceLimitError, RoutingTypeError)
+from engine.filters import FilterSyntaxError
 from engine.model import (AddressInfo, DeletedQueue, Message, PolicyType, QueueConfig,
                           QueueInfo, ReceivedMessage, RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
@@ -23,8 +25,10 @@ __all__ = [
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
     "BrokerFailedError", "Browser", "Connection", "Consumer", "DeletedQueue", "Delivery",
     "EngineError",
-    "ExclusiveQueueError", "IllegalStateError", "InvalidArgumentError", "InvalidNameError",
-    "Message", "MessageNotFoundError", "PolicyType", "QueueConfig", "QueueFullError",
+    "ExclusiveQueueError", "FilterSyntaxError", "IllegalStateError", "InvalidArgumentError",
+    "InvalidNameError",
+    "Message", "MessageNotFoundError", "PolicyType", "QueueConfig", "QueueControl",
+    "QueueFullError",
     "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",
     "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError",
     "ScheduledMessage", "Session",

@@ -26,6 +26,8 @@ class Address:
     cursor: int = 0
     dropped: int = 0
     dropping: bool = False
+    # message group -> the anycast queue its messages go to (``engine.groups``; RAM only)
+    group_queues: Dict[str, str] = field(default_factory=dict)
 
     def info(self, sizes: AddressSizes, settings: AddressSettings) -> AddressInfo:
         """The management view, with what the address holds (``sizes``) against its

@@ -157,9 +157,11 @@ class AsyncSession:
         if pending:
             raise timed_out(dest.address, len(pending), len(messages), timeout)
 
-    def create_consumer(self, queue: str, window: int = 1000) -> AsyncConsumer:
-        """An ``AsyncConsumer`` on a queue or FQQN."""
-        return AsyncConsumer(self.session.create_consumer(queue, window))
+    def create_consumer(self, queue: str, window: int = 1000,
+                        selector: Optional[str] = None) -> AsyncConsumer:
+        """An ``AsyncConsumer`` on a queue or FQQN, with an optional selector (as
+        ``Session.create_consumer``)."""
+        return AsyncConsumer(self.session.create_consumer(queue, window, selector))
 
     async def commit(self) -> None:
         """Commit the transaction (one TX record)."""

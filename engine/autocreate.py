@@ -2,7 +2,10 @@
 
 When the address settings allow it: sending to a missing address creates it with the default
 routing type (``default-address-routing-type``, MULTICAST unless set), and, for anycast, a queue
-of the same name; consuming from a missing queue creates the address and the queue. An
+of the same name; consuming from a missing queue creates the address and the queue. The
+destination's parameters (``orders?exclusive=true``, seed 004 §4.9.2, §4.9.6.2, §4.11.1) set
+the created queue's attributes; a queue that exists already is used as it is, as Artemis
+does. An
 auto-created queue is deleted once it has no consumers and no messages, an auto-created address
 once it has no queues. Every function runs with the broker lock held (it is re-entrant).
 """
@@ -34,18 +37,20 @@ def for_send(broker: BrokerCore, dest: Destination) -> None:
         if dest.queue not in addr.queues:
             rt = RoutingType.ANYCAST if RoutingType.ANYCAST in addr.routing_types \
                 else RoutingType.MULTICAST
-            broker.create_queue(QueueConfig(dest.queue, addr.name, rt, auto_created=True))
+            broker.create_queue(QueueConfig(dest.queue, addr.name, rt, auto_created=True,
+                                            **dest.queue_settings()))
         return
     wants_anycast = dest.routing_type in (None, RoutingType.ANYCAST)
     has_anycast = any(q.config.routing_type == RoutingType.ANYCAST for q in addr.queues.values())
     if wants_anycast and RoutingType.ANYCAST in addr.routing_types and not has_anycast \
             and addr.name not in broker.queues:
         broker.create_queue(QueueConfig(addr.name, addr.name, RoutingType.ANYCAST,
-                                        auto_created=True))
+                                        auto_created=True, **dest.queue_settings()))
 
 
 def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
-    """The queue to consume from for ``dest``, created when missing and allowed.
+    """The queue to consume from for ``dest``: the queue of that name; for an address, the
+    queue named as the address, else its first anycast queue; else created when allowed.
 
     Raises:
         QueueNotFoundError: missing and not auto-creatable.
@@ -54,6 +59,13 @@ def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
     queue = broker.queues.get(name)
     if queue is not None:
         return queue
+    addr = broker.addresses.get(dest.address)
+    if dest.queue is None and addr is not None:  # seed 004 §4.15, point-to-point: the queue
+        # named as the address, else the first anycast queue of the address
+        anycast = [q for q in addr.queues.values()
+                   if q.config.routing_type == RoutingType.ANYCAST]
+        if anycast:
+            return anycast[0]
     st = broker.settings.resolve(dest.address)
     if not st.auto_create_queues:
         raise QueueNotFoundError(name, dest.address if dest.queue else None)
@@ -66,7 +78,8 @@ def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
         addr = broker.addresses[dest.address]
     if rt not in addr.routing_types:
         rt = next(iter(sorted(addr.routing_types, key=lambda r: r.value)))
-    broker.create_queue(QueueConfig(name, addr.name, rt, auto_created=True))
+    broker.create_queue(QueueConfig(name, addr.name, rt, auto_created=True,
+                                    **dest.queue_settings()))
     return broker.queues[name]
 
 

@@ -24,6 +24,7 @@ from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFaile
                            QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
 from engine.connection import Connection
+from engine.control import QueueControl
 from engine.deleted import DeletedQueues
 from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
                           RoutingType, ScheduledMessage, now_ms, parse_routing_types)
@@ -419,9 +420,18 @@ class Broker:
         from engine.purge import purge
         with self.lock:
             self.check_open()
-            ticket, removed = purge(self, self._referenced_queue(name))
+            ticket, removed = purge(self, self.referenced_queue(name))
         self.wait(ticket)
         return removed
+
+    def queue_control(self, name: str) -> QueueControl:
+        """Management of queue ``name`` (a name, ``address::queue`` or ``::queue``): remove
+        or move messages by filter or id (Artemis QueueControl; ``engine.control``).
+
+        Raises:
+            QueueNotFoundError, InvalidNameError.
+        """
+        return QueueControl(self, name)
 
     def expire_messages(self) -> int:
         """Expire every ready message whose expiration has passed now (moved to the expiry
@@ -708,9 +718,9 @@ class Broker:
             QueueNotFoundError: no such queue (on that address); InvalidNameError.
         """
         with self.lock:
-            return self._referenced_queue(name).info()
+            return self.referenced_queue(name).info()
 
-    def _referenced_queue(self, name: str) -> Queue:
+    def referenced_queue(self, name: str) -> Queue:
         """The queue ``name`` refers to: a name, ``address::queue`` or ``::queue`` (lock
         held). Raises QueueNotFoundError (none, or not on that address), InvalidNameError."""
         address, queue = queue_reference(name)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
+from engine.filters import Filter
 from engine.model import ReceivedMessage
 from engine.placement import body_of
 from engine.queue import Queue
@@ -17,13 +18,15 @@ class Browser:
     Args:
         session: the ``Session`` that made it (its broker is read through it).
         queue: the queue browsed.
+        selector: only the messages this filter matches (``None``: all).
     """
 
     CHUNK = 256
 
-    def __init__(self, session: Any, queue: Queue) -> None:
+    def __init__(self, session: Any, queue: Queue, selector: Optional[Filter] = None) -> None:
         self._session = session
         self._queue = queue
+        self._selector = selector
 
     def __iter__(self) -> Iterator[ReceivedMessage]:
         broker = self._session.broker
@@ -32,6 +35,8 @@ class Browser:
             with broker.lock:
                 refs = self._queue.browse(after, self.CHUNK)
             for ref in refs:
+                if self._selector is not None and not self._selector.matches(ref.msg):
+                    continue
                 with broker.lock:
                     try:
                         body = body_of(broker, ref.msg)

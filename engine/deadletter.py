@@ -66,9 +66,10 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
             if alternate else settings.dead_letter_address
         queues = []
         if target and target in broker.addresses:
-            addr, queues = route(broker, Destination(target))
+            copy = copy_of(broker, ref, queue)
+            addr, queues = route(broker, Destination(target), copy)
             if queues:
-                placement.add(addr.name, queues, copy_of(broker, ref, queue))
+                placement.add(addr.name, queues, copy)
         _log_outcome(ref, reason, expired, target, bool(queues), target in broker.addresses,
                      alternate)
         if ref.journaled:

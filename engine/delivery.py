@@ -5,7 +5,9 @@ the lock) or ``None`` when nothing was journaled. Routing and placement are
 ``engine.placement``'s.
 
 - Delivery: the head goes to the consumer that asks, or to the consumer waiting longest; its
-  delivery count goes up and a DELIVERY record is journaled before it is handed out. Expired
+  delivery count goes up and a DELIVERY record is journaled before it is handed out. A
+  consumer with a selector gets the first message its selector matches instead
+  (``engine.selection``); the others stay for other consumers. Expired
   messages met on the way are expired (``engine.deadletter``). Non-destructive queues hand out
   the next message after the consumer's cursor and keep it. A queue with nothing left but
   paged messages takes its address's oldest ones first (``engine.depage``).
@@ -22,6 +24,7 @@ from engine.core import BrokerCore
 from engine.deadletter import expire_now, move_out
 from engine.depage import depage
 from engine.exclusive import not_local
+from engine.groups import take_for
 from engine.model import Message
 from engine.names import Destination
 from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
@@ -55,7 +58,7 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
             limit), AddressFullError (a FAIL address is
             full): before anything is placed.
     """
-    routed = [(_route_from(broker, dest, sender), msg) for msg in messages]
+    routed = [(_route_from(broker, dest, msg, sender), msg) for msg in messages]
     limit = broker.persistence.journal.options.max_frame()
     for (addr, queues), msg in routed:
         fitting_bound(addr.name, len(queues), msg, limit)
@@ -69,10 +72,11 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
     return ticket, [msg for _route, msg in admitted.blocked]
 
 
-def _route_from(broker: BrokerCore, dest: Destination, sender: Optional[Any]
+def _route_from(broker: BrokerCore, dest: Destination, msg: Message, sender: Optional[Any]
                 ) -> Tuple[Any, List[Queue]]:
-    """``route``, without the no-local queues ``sender``'s connection owns."""
-    addr, queues = route(broker, dest)
+    """``route`` (queue filters applied), without the no-local queues ``sender``'s
+    connection owns."""
+    addr, queues = route(broker, dest, msg)
     return addr, not_local(broker, queues, sender)
 
 
@@ -117,8 +121,11 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                     continue
                 break
             consumer.cursor[lane_in(ref.order)] = ref.seq
+            if consumer.selection is not None and \
+                    not consumer.selection.filter.matches(ref.msg):
+                continue  # passed over for good: a message's properties do not change
         else:
-            ref = queue.take()
+            ref = _take(queue, consumer)
             if ref is None:
                 if depage_for(broker, queue):
                     continue
@@ -134,6 +141,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
             refs.append(ref)
             continue
         ref.consumer = consumer
+        queue.groups.took(ref.msg, consumer)
         queue.delivering[ref.msg.mid] = ref
         broker.deliveries += 1
         ref.taken = broker.deliveries
@@ -144,6 +152,17 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     if expired:
         expire_now(broker, expired)
     return refs, (broker.write(records) if records else None)
+
+
+def _take(queue: Queue, consumer: Any) -> Optional[MessageRef]:
+    """The next reference ``consumer`` may take off ``queue``: the head; with a selector,
+    the first it matches (``engine.selection``); while some message group is owned, the
+    first whose group is free or the consumer's (``engine.groups``)."""
+    selection = consumer.selection
+    if queue.groups.owners:  # pass over the groups other consumers own
+        return take_for(queue, queue.groups, consumer,
+                        None if selection is None else selection.filter)
+    return queue.take() if selection is None else selection.take(queue)
 
 
 def depage_for(broker: BrokerCore, queue: Queue) -> bool:
@@ -178,7 +197,9 @@ def serve_waiters(broker: BrokerCore, queue: Queue) -> None:
         got = deliver(broker, queue, waiter.consumer)
         if got is None:
             kept.append(waiter)
-            break
+            if waiter.consumer.selection is None and not queue.groups.owners:
+                break
+            continue  # its selector or groups leave it nothing; another waiter may differ
         waiter.give(*got)
     queue.waiters.extendleft(reversed(kept))
 
@@ -287,7 +308,7 @@ def commit(broker: BrokerCore, sends: Sequence[Tuple[Destination, Message]],
             DROP drops, PAGE pages, BLOCK waited at the send): nothing of the transaction is
             applied.
     """
-    routed = [(_route_from(broker, dest, sender), msg) for dest, msg in sends]
+    routed = [(_route_from(broker, dest, msg, sender), msg) for dest, msg in sends]
     size = sum(record_bound(addr.name, len(queues), msg) for (addr, queues), msg in routed)
     size += ACK_BOUND * len(acks)
     limit = broker.persistence.journal.options.max_frame()

@@ -78,6 +78,15 @@ class Lanes:
         lane.insert(i, ref)
         self._len += 1
 
+    def put_in_order(self, ref: Any) -> None:
+        """Put ``ref`` at the head of its lane when it precedes that head (O(1)), else as
+        ``insert_ordered``: for a lane held in key order."""
+        lane = self._lanes.get(lane_in(ref.order))
+        if lane is None or lane[0].order > ref.order:
+            self.appendleft(ref)
+        else:
+            self.insert_ordered(ref)
+
     def popleft(self) -> Any:
         """Take the head of the first lane. Raises ``IndexError`` when empty."""
         if not self._keys:

@@ -45,6 +45,7 @@ class PolicyType(str, enum.Enum):
 
 
 QPID_LVQ_KEY = "qpid.LVQ_key"  # the header whose value keys a Qpid last-value queue
+GROUP_ID = "_AMQ_GROUP_ID"  # the property holding a message's group (Artemis)
 
 
 class QpidLvq(str, enum.Enum):
@@ -97,6 +98,8 @@ class Message:
             ``_AMQ_SCHED_DELIVERY`` (an int, ms since the epoch) is honoured when this is 0.
         delivery_delay: ms to wait before delivering it (0: none; JMS 2 deliveryDelay), when
             no scheduled time is given. A time not in the future delivers at once.
+        group_id: its message group (seed 004 §4.8, ``engine.groups``): kept as the
+            ``_AMQ_GROUP_ID`` property, which sets it too (or ``JMSXGroupID``); ``None``: none.
         message_id: assigned by the broker on send.
         address: the address it was sent to (set by the broker).
         checked_size: body and packed properties in bytes, set on the copy ``checked`` takes
@@ -113,12 +116,16 @@ class Message:
     address: str = ""
     scheduled_delivery_time: int = 0
     delivery_delay: int = 0
+    group_id: Optional[str] = None
     checked_size: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.body = check_body(self.body)
         self.properties = check_properties(self.properties, deep=False)
         self._check_fields()
+        if self.group_id is None:
+            got = self.properties.get(GROUP_ID)
+            self.group_id = got if isinstance(got, str) and got else None
 
     def _check_fields(self) -> None:
         p, e, t = self.priority, self.expiration, self.timestamp
@@ -147,7 +154,13 @@ class Message:
         copy = Message.__new__(Message)
         copy.__dict__.update(self.__dict__)
         copy.body = check_body(self.body)
-        copy.properties, size = packed_properties(self.properties)
+        props = self.properties
+        if self.group_id is not None:
+            if not isinstance(self.group_id, str) or not self.group_id:
+                raise InvalidArgumentError("group_id", f"{self.group_id!r}: a group id is a "
+                                           f"non-empty str")
+            props = {**props, GROUP_ID: self.group_id}
+        copy.properties, size = packed_properties(props)
         copy._check_fields()
         copy.checked_size = len(copy.body) + size
         return copy
@@ -203,6 +216,11 @@ class QueueConfig:
         qpid_lvq: a Qpid last-value queue keyed by the ``qpid.LVQ_key`` property
             (``QpidLvq``); not with ``last_value_key`` (Artemis's kind). Kept in RAM whole,
             as Artemis last-value queues are.
+        filter: an Artemis filter expression (``engine.filters``; the JMS selector grammar
+            over properties and headers, e.g. ``"color = 'red' AND weight > 10"``): only
+            messages it matches enter the queue; the others are not routed to it (on an
+            anycast address another queue whose filter matches takes them; a message no queue
+            takes is dropped, as Artemis drops one with no matching binding). ``None``: all.
     """
 
     name: str
@@ -225,6 +243,7 @@ class QueueConfig:
     policy_type: Optional[PolicyType] = None
     qpid_lvq: Optional[QpidLvq] = None
     alternate_address: Optional[str] = None
+    filter: Optional[str] = None
 
     @property
     def limited(self) -> bool:
@@ -256,7 +275,8 @@ class QueueConfig:
                    if self.policy_type is not None else {}),
                 **({"qpid_lvq": QpidLvq(self.qpid_lvq).value}
                    if self.qpid_lvq is not None else {}),
-                **({"alt": self.alternate_address} if self.alternate_address else {})}
+                **({"alt": self.alternate_address} if self.alternate_address else {}),
+                **({"filter": self.filter} if self.filter else {})}
 
     @classmethod
     def from_record(cls, name: str, address: str, routing_type: str,
@@ -271,7 +291,7 @@ class QueueConfig:
                    int(cfg.get("max_count", -1)), int(cfg.get("max_size", -1)),
                    PolicyType(cfg["policy_type"]) if cfg.get("policy_type") else None,
                    QpidLvq(cfg["qpid_lvq"]) if cfg.get("qpid_lvq") else None,
-                   cfg.get("alt") or None)
+                   cfg.get("alt") or None, cfg.get("filter") or None)
 
 
 @dataclass(frozen=True)
@@ -308,7 +328,7 @@ class QueueInfo:
     policy_type: the Qpid size limits (-1: none) and the policy in force (``PolicyType``
     value; ``None`` when the queue has no limit). qpid_lvq: the Qpid last-value flavour
     (``QpidLvq`` value) or ``None``. alternate_address: where its rejected and orphaned
-    messages go, or ``None``.
+    messages go, or ``None``. filter: its filter expression, or ``None``.
     """
 
     name: str
@@ -340,6 +360,7 @@ class QueueInfo:
     qpid_lvq: Optional[str] = None
     alternate_address: Optional[str] = None
     messages_replaced: int = 0
+    filter: Optional[str] = None
 
     @classmethod
     def of(cls, c: QueueConfig, messages: int, delivering: int, scheduled: int, consumers: int,
@@ -355,7 +376,7 @@ class QueueInfo:
                    c.max_size if c.max_size > 0 else -1,
                    c.effective_policy.value if c.limited else None,
                    None if c.qpid_lvq is None else QpidLvq(c.qpid_lvq).value,
-                   c.alternate_address, replaced)
+                   c.alternate_address, replaced, c.filter or None)
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,17 @@
 Seed 004 §4.1: names contain no spaces, none of ``& :: , ? >``, and not the wildcard characters
 ``#`` and ``*``. §4.7: a fully qualified queue name is ``address::queue``. §4.13: the prefixes
 ``anycast://`` and ``multicast://`` restrict a send or a consumer to one routing type.
+§4.9.2, §4.9.6.2, §4.11.1: destination parameters after ``?`` configure the queue created
+for that destination (``orders?last-value-key=sym&non-destructive=true``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
+from urllib.parse import parse_qsl
 
-from engine.errors import InvalidNameError
+from engine.errors import InvalidArgumentError, InvalidNameError
 from engine.model import RoutingType
 
 FQQN_SEPARATOR = "::"
@@ -42,14 +45,70 @@ def check_name(name: str) -> str:
     return name
 
 
+# destination parameters (Artemis queue attributes) -> the ``QueueConfig`` field and its kind
+PARAMETERS = {"last-value-key": ("last_value_key", str), "last-value": ("last_value", bool),
+              "non-destructive": ("non_destructive", bool), "exclusive": ("exclusive", bool),
+              "max-consumers": ("max_consumers", int), "ring-size": ("ring_size", int)}
+
+
 @dataclass(frozen=True)
 class Destination:
     """A parsed destination: the address, an optional queue (FQQN), an optional routing type
-    (from a prefix)."""
+    (from a prefix), and the queue settings its parameters give (``QueueConfig`` field ->
+    value), for a queue created for it."""
 
     address: str
     queue: Optional[str] = None
     routing_type: Optional[RoutingType] = None
+    params: Tuple[Tuple[str, Any], ...] = ()
+
+    def queue_settings(self) -> Dict[str, Any]:
+        """The ``QueueConfig`` fields the parameters set."""
+        return dict(self.params)
+
+
+def parse_parameters(text: str, query: str) -> Tuple[Tuple[str, Any], ...]:
+    """``last-value-key=k&non-destructive=true`` as ``QueueConfig`` fields and values.
+
+    Raises:
+        InvalidArgumentError: not ``key=value`` pairs, an unknown key, a key twice, a value
+            of the wrong kind (booleans are ``true``/``false``, numbers decimal).
+    """
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=True)
+    except ValueError:
+        raise InvalidArgumentError("destination", f"{text!r}: the part after '?' is not "
+                                   f"key=value pairs joined by '&'") from None
+    out: Dict[str, Any] = {}
+    for key, raw in pairs:
+        if key not in PARAMETERS:
+            raise InvalidArgumentError("destination", f"{text!r}: unknown parameter {key!r} "
+                                       f"(known: {', '.join(sorted(PARAMETERS))})")
+        field, kind = PARAMETERS[key]
+        if field in out:
+            raise InvalidArgumentError("destination", f"{text!r}: {key!r} given twice")
+        out[field] = _value(text, key, raw, kind)
+    return tuple(out.items())
+
+
+def _value(text: str, key: str, raw: str, kind: type) -> Any:
+    if kind is bool:
+        if raw.lower() not in ("true", "false"):
+            raise InvalidArgumentError("destination", f"{text!r}: {key} is true or false, "
+                                       f"not {raw!r}")
+        return raw.lower() == "true"
+    if kind is int:
+        try:
+            value = int(raw, 10)
+        except ValueError:
+            value = -2
+        if not -1 <= value < 1 << 63:
+            raise InvalidArgumentError("destination", f"{text!r}: {key} is -1 (no limit) or "
+                                       f"a whole number >= 0, not {raw!r}")
+        return value
+    if not raw:
+        raise InvalidArgumentError("destination", f"{text!r}: {key} needs a value")
+    return raw
 
 
 def queue_reference(text: str) -> Tuple[Optional[str], str]:
@@ -66,15 +125,24 @@ def queue_reference(text: str) -> Tuple[Optional[str], str]:
     if isinstance(text, str) and text.startswith(FQQN_SEPARATOR):
         return None, check_name(text[len(FQQN_SEPARATOR):])
     dest = parse_destination(text)
+    if dest.params:
+        raise InvalidArgumentError("queue", f"{text!r}: parameters configure a queue created "
+                                   f"for a consumer or a send, not one named here")
     return (dest.address, dest.queue) if dest.queue is not None else (None, dest.address)
 
 
 def parse_destination(text: str) -> Destination:
-    """Parse ``[anycast://|multicast://]address[::queue]``.
+    """Parse ``[anycast://|multicast://]address[::queue][?key=value&...]``.
 
     Raises:
         InvalidNameError: a part breaks the naming rules.
+        InvalidArgumentError: bad destination parameters (``parse_parameters``).
     """
+    params: Tuple[Tuple[str, Any], ...] = ()
+    if isinstance(text, str) and "?" in text:
+        whole = text
+        text, _q, query = text.partition("?")
+        params = parse_parameters(whole, query)
     routing: Optional[RoutingType] = None
     for prefix, rt in PREFIXES.items():
         if isinstance(text, str) and text.startswith(prefix):
@@ -82,5 +150,5 @@ def parse_destination(text: str) -> Destination:
             break
     if isinstance(text, str) and FQQN_SEPARATOR in text:
         address, _sep, queue = text.partition(FQQN_SEPARATOR)
-        return Destination(check_name(address), check_name(queue), routing)
-    return Destination(check_name(text), None, routing)
+        return Destination(check_name(address), check_name(queue), routing, params)
+    return Destination(check_name(text), None, routing, params)

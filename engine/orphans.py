@@ -135,7 +135,7 @@ def _write(broker: BrokerCore, queue: Queue, batch: List[Tuple[MessageRef, Optio
     acks = []
     for ref, copy in batch:
         if copy is not None and target is not None:
-            addr, queues = route(broker, Destination(target))
+            addr, queues = route(broker, Destination(target), copy)
             placement.add(addr.name, queues, copy)
         if ref.journaled:
             acks.append(schema.ack(queue.id, ref.msg.mid, reason))

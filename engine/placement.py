@@ -22,6 +22,7 @@ import msgpack
 from engine.addressfull import Admission, admit
 from engine.core import BrokerCore
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
+from engine.groups import group_of
 from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.pagedrefs import spill
@@ -39,10 +40,13 @@ log = logging.getLogger("mqstore.engine")
 Removal = Tuple[MessageRef, str]
 
 
-def route(broker: BrokerCore, dest: Destination, advance: bool = True
-          ) -> Tuple[Any, List[Queue]]:
+def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
+          advance: bool = True) -> Tuple[Any, List[Queue]]:
     """The address and the queues one message to ``dest`` goes to (``advance=False`` only
-    validates: the anycast round-robin cursor does not move).
+    validates: the anycast round-robin cursor does not move). With ``msg``, a queue whose
+    filter does not match it is left out (Artemis: a binding's filter decides whether the
+    message enters its queue; an anycast address goes round-robin among the queues that
+    match), and ``msg.address`` becomes the address (what ``AMQAddress`` reads).
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError.
@@ -50,23 +54,44 @@ def route(broker: BrokerCore, dest: Destination, advance: bool = True
     addr = broker.addresses.get(dest.address)
     if addr is None:
         raise AddressNotFoundError(dest.address)
+    if msg is not None:
+        msg.address = addr.name
     if dest.queue is not None:
         queue = addr.queues.get(dest.queue)
         if queue is None:
             raise QueueNotFoundError(dest.queue, dest.address)
-        return addr, [queue]
+        return addr, [queue] if _takes(queue, msg) else []
     wanted = {dest.routing_type} if dest.routing_type else addr.routing_types
     if not wanted & addr.routing_types:
         raise RoutingTypeError(f"address {addr.name!r} does not support "
                                f"{dest.routing_type.value if dest.routing_type else '?'}")
     queues = list(addr.queues.values())
     out = [q for q in queues if q.config.routing_type == RoutingType.MULTICAST
-           and RoutingType.MULTICAST in wanted]
+           and RoutingType.MULTICAST in wanted and _takes(q, msg)]
     anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
     if RoutingType.ANYCAST in wanted and anycast:
-        out.insert(0, anycast[addr.cursor % len(anycast)])
-        addr.cursor += 1 if advance else 0
+        group = None if msg is None else group_of(msg)
+        pinned = addr.group_queues.get(group) if group is not None else None
+        if pinned is not None and pinned in addr.queues and \
+                addr.queues[pinned] in anycast and _takes(addr.queues[pinned], msg):
+            out.insert(0, addr.queues[pinned])  # a group's messages go to one queue
+            return addr, out
+        # round-robin: the next anycast queue from the cursor on that takes the message
+        for step in range(len(anycast)):
+            i = (addr.cursor + step) % len(anycast)
+            if _takes(anycast[i], msg):
+                out.insert(0, anycast[i])
+                if advance:
+                    addr.cursor = i + 1
+                    if group is not None:
+                        addr.group_queues[group] = anycast[i].name
+                break
     return addr, out
+
+
+def _takes(queue: Queue, msg: Optional[Message]) -> bool:
+    """Whether ``queue``'s filter lets ``msg`` in (always, without a filter or a message)."""
+    return queue.filter is None or msg is None or queue.filter.matches(msg)
 
 
 class Placement:
@@ -238,7 +263,7 @@ def must_wait(broker: BrokerCore, dest: Destination, messages: Sequence[Message]
     Raises:
         The routing errors; AddressFullError: a full FAIL address.
     """
-    routed = [(route(broker, dest, advance=False), msg) for msg in messages]
+    routed = [(route(broker, dest, msg, advance=False), msg) for msg in messages]
     return bool(admission(broker, routed, count=False).blocked)
 
 
@@ -309,7 +334,7 @@ def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
         queue.killed += 1
     elif why == AckReason.EXPIRED.value:
         queue.expired += 1
-    elif why == AckReason.ACKED.value:
+    elif why in (AckReason.ACKED.value, AckReason.MOVED.value):  # (Artemis counts a move)
         queue.acknowledged += 1
     broker.drop_message_ref(ref)
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from engine.filters import parse_filter
+from engine.groups import Groups
 from engine.lanes import Lanes
 from engine.model import QueueConfig, QueueInfo
 from engine.pagedrefs import PagedRefs
@@ -23,6 +25,7 @@ from engine.pagefile import PageFile
 from engine.paging import IndexReader, MessageCache, StoredMessage
 from engine.refs import MessageRef, Order, below, kept_body, lane_in
 from engine.scheduled import ScheduledBuffer
+from engine.selection import offer, to_index
 from recovery.schema import AckReason
 
 __all__ = ["MessageRef", "Order", "Queue", "StoredMessage", "kept_body"]
@@ -61,6 +64,7 @@ class Queue:
                  pages: Optional[PageFile] = None) -> None:
         self.id = qid
         self.config = config
+        self.filter = parse_filter(config.filter)  # what may enter (``engine.placement.route``)
         self.cache = cache
         self.reader = reader
         self.ready = Lanes()
@@ -69,6 +73,8 @@ class Queue:
         self.horizon: Optional[Order] = None
         self.delivering: Dict[int, MessageRef] = {}
         self.consumers: List[Any] = []
+        self.selections: List[Any] = []  # consumers' selectors (``engine.selection``)
+        self.groups = Groups()  # message groups' consumers (``engine.groups``)
         self.had_consumer = False  # since the broker opened (Qpid auto-delete waits for one)
         self.auto_delete_at: Optional[int] = None  # ms: a delayed Qpid auto-delete is due
         self.waiters: Deque[Any] = deque()
@@ -180,6 +186,8 @@ class Queue:
         ref.order = old.order
         self.cache.hold(ref.msg)
         self.in_place.append((ref, old))
+        if self.selections:
+            offer(self.selections, ref)
 
     def browsed(self, ref: MessageRef) -> None:
         """A browser saw ``ref`` (a Qpid last-value queue protects it from replacement)."""
@@ -229,6 +237,8 @@ class Queue:
             if ref.journaled:  # behind the horizon: the index has it in order
                 self.on_disk += 1
                 self.cache.let_go(ref.msg)
+                if self.selections:
+                    to_index(self.selections, ref)
                 return
             into = self.tail
         else:
@@ -236,6 +246,8 @@ class Queue:
         ref.in_queue = True
         into.insert_ordered(ref)  # after those that came due before; messages returned to
         # the head stay ahead of it
+        if self.selections:
+            offer(self.selections, ref)
 
     def _enter(self, ref: MessageRef, into: Lanes) -> None:
         """A reference comes into RAM on ``into``: arrival number, held in the cache."""
@@ -244,6 +256,8 @@ class Queue:
         ref.in_queue = True
         into.append(ref)
         self.cache.hold(ref.msg)
+        if self.selections:
+            offer(self.selections, ref)
 
     def _take_off(self, removals: List[Tuple[MessageRef, str]]
                   ) -> List[Tuple[MessageRef, str]]:
@@ -292,7 +306,8 @@ class Queue:
                 self._page_out(ref)
                 bound = below(ref.order)
             else:  # it cannot leave RAM: it waits in the tail, behind what went to the index
-                self.tail.appendleft(ref)
+                self.tail.put_in_order(ref)  # (in key order: one a selector took from the
+                # tail may have come back to the head)
                 bound = (ref.order[0], ref.order[1])
             self.horizon = bound if self.horizon is None else min(self.horizon, bound)
 
@@ -328,6 +343,8 @@ class Queue:
         self.on_disk += 1
         self.cache.budget.paged_out += 1
         self.cache.let_go(ref.msg)
+        if self.selections:
+            to_index(self.selections, ref)
 
     def refill(self) -> None:
         """Read the next references from the index into the head (budget allowing), merged
@@ -401,10 +418,24 @@ class Queue:
             if not self.ready:
                 return None
         ref = self.ready.popleft()
-        ref.in_queue = False
-        if self.ahead:
-            self.ahead.discard(ref.msg.mid)
+        ref.in_queue = False  # (still ``ahead`` if it was: its row stays until it is settled)
         return ref
+
+    def take_ref(self, ref: MessageRef) -> None:
+        """Take ``ref`` (ready, in RAM) off the queue wherever it is (a selector chose it)."""
+        try:
+            self.ready.remove(ref)
+        except ValueError:
+            self.tail.remove(ref)
+        ref.in_queue = False
+
+    def take_row(self, msg: StoredMessage, order: Order, delivered: int) -> MessageRef:
+        """Take the reference the index holds at ``order`` (after the horizon; a selector
+        chose it): it leaves the queue's count; its row stays in the index, passed over while
+        it is in delivery, until it is settled or comes back."""
+        self.cache.hold(msg)
+        self.on_disk -= 1
+        return MessageRef(msg, self, order, delivered, journaled=True)
 
     def peek_after(self, cursor: Dict[int, int]) -> Optional[MessageRef]:
         """The next ready reference for a non-destructive consumer whose place in each
@@ -440,6 +471,8 @@ class Queue:
         for ref in reversed(refs):
             self.delivering.pop(ref.msg.mid, None)
             ref.consumer = None
+            if self.ahead:
+                self.ahead.discard(ref.msg.mid)
             dropped = []
             for policy in self.policies:
                 if hasattr(policy, "returned"):
@@ -455,6 +488,8 @@ class Queue:
                 self.returned_ahead = True
                 if ref.journaled and self.horizon is not None and ref.order > self.horizon:
                     self.ahead.add(ref.msg.mid)
+                if self.selections:
+                    offer(self.selections, ref, at_head=True)
             for policy in self.policies:
                 removals += self._take_off(policy.after_add(self, ref, now_ms))
         return removals
@@ -466,15 +501,21 @@ class Queue:
         if ref.journaled:
             self.on_disk += 1
             self.cache.let_go(ref.msg)
+            if self.selections:
+                to_index(self.selections, ref)
         else:
             ref.in_queue = True
             self.tail.insert_ordered(ref)
+            if self.selections:
+                offer(self.selections, ref)
 
     def settle(self, ref: MessageRef) -> None:
         """Remove a reference in delivery for good (acked, rejected...); the broker then
         drops the message's reference count."""
         self.delivering.pop(ref.msg.mid, None)
         ref.consumer = None
+        if self.ahead:
+            self.ahead.discard(ref.msg.mid)
 
     def browse(self, after: Optional[Order], limit: int) -> List[MessageRef]:
         """References for a browser, in queue order: those on the queue, then the paged
@@ -529,8 +570,12 @@ class Queue:
                 yield MessageRef(msg, self, order, delivered, journaled=True), True
 
     def info(self) -> QueueInfo:
-        """The management view."""
-        return QueueInfo.of(self.config, self.message_count(), len(self.delivering),
+        """The management view. On a non-destructive queue, ``delivering_count`` counts the
+        deliveries its consumers hold unacked (the messages stay on the queue), as Artemis's
+        deliveringCount does."""
+        delivering = len(self.delivering) if not self.non_destructive else \
+            sum(len(c.unacked) for c in self.consumers)
+        return QueueInfo.of(self.config, self.message_count(), delivering,
                             self.scheduled.count(), len(self.consumers), self.added,
                             self.acknowledged, self.killed, self.expired, self.paged.count(),
                             self.replaced)

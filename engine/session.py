@@ -23,14 +23,18 @@ from engine.core import BrokerCore
 from engine import autocreate
 from engine import delivery as ops
 from engine import exclusive as _exclusive
+from engine import subscriptions
 from engine.deadletter import move_out
 from engine.addressfull import deadline_of, timed_out
-from engine.errors import IllegalStateError, QueueNotFoundError, ResourceLimitError
-from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
+from engine.errors import (IllegalStateError, InvalidArgumentError, QueueNotFoundError,
+                           ResourceLimitError)
+from engine.filters import Filter, parse_filter
+from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage, RoutingType
 from engine.names import FQQN_SEPARATOR, Destination, parse_destination, queue_reference
 from engine.browser import Browser
 from engine.placement import body_of, must_wait
 from engine.queue import MessageRef, Queue
+from engine.selection import Selection
 from engine.values import TIME_MAX, check_bool, check_int, check_timeout
 from journal import Ticket
 from recovery.schema import AckReason
@@ -104,7 +108,8 @@ class Consumer:
     """Receives from one queue (name or FQQN ``address::queue``). Create with
     ``Session.create_consumer``."""
 
-    def __init__(self, session: "Session", queue: Queue, window: int) -> None:
+    def __init__(self, session: "Session", queue: Queue, window: int,
+                 selector: Optional[Filter] = None) -> None:
         self.session = session
         self.queue = queue
         self.window = window
@@ -113,6 +118,17 @@ class Consumer:
         self.waiting: List[Any] = []
         # non-destructive queues: per priority lane, the arrival number of the last one seen
         self.cursor: Dict[int, int] = {}
+        # with a selector: its target list on the queue (``engine.selection``)
+        self.selection: Optional[Selection] = None
+        if selector is not None:
+            self.selection = Selection(selector)
+            if not queue.non_destructive:
+                self.selection.attach(queue)
+
+    @property
+    def selector(self) -> Optional[str]:
+        """The consumer's selector (Artemis filter expression), or ``None``."""
+        return None if self.selection is None else self.selection.filter.text
 
     def has_credit(self) -> bool:
         """Whether the window allows one more delivery."""
@@ -220,6 +236,9 @@ class Consumer:
                 waiter.done = True
                 waiter.wake()
             self.waiting = []
+            if self.selection is not None:
+                self.selection.detach(self.queue)
+            released = self.queue.groups.release(self)  # its groups go to the next ones
             if self in self.queue.consumers:
                 active = self.queue.config.exclusive and ops.may_receive(self.queue, self)
                 self.queue.consumers.remove(self)
@@ -231,6 +250,8 @@ class Consumer:
                 self.session.received.pop(id(d), None)
             self.unacked = {k: d for k, d in self.unacked.items() if d.state == "acked-in-tx"}
             ticket = ops.cancel(broker, [d._ref for d in pending])
+            if released:
+                ops.serve_waiters(broker, self.queue)
             autocreate.maybe_delete(broker, self.queue)
         broker.wait(ticket)
 
@@ -316,18 +337,87 @@ class Session:
         return ops.send(broker, dest, messages, self)
 
     # -- consuming ----------------------------------------------------------------------------
-    def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW) -> Consumer:
+    def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW,
+                        selector: Optional[str] = None) -> Consumer:
         """A consumer on a queue (name, or FQQN ``address::queue``; seed 004 §4.7).
 
         Args:
             window: most deliveries the consumer may hold unacked (credit), at least 1.
+            selector: an Artemis filter expression (``engine.filters``; JMS selector syntax
+                over properties and headers): the consumer receives only the messages it
+                matches, in queue order (priority, then FIFO); the rest stay on the queue for
+                other consumers (Artemis ``createConsumer(queue, filter)``, a JMS message
+                selector). ``None`` or blank: every message.
 
         Raises:
             QueueNotFoundError, InvalidNameError, ResourceLimitError (max-consumers reached),
-            InvalidArgumentError (window not an int >= 1), IllegalStateError.
+            InvalidArgumentError (window not an int >= 1; ``FilterSyntaxError``: a selector
+            that does not parse), IllegalStateError. Nothing is created then.
         """
         check_int("window", window, 1, TIME_MAX)
+        flt = parse_filter(selector, "selector")
+        dest = parse_destination(queue) if not queue.startswith(FQQN_SEPARATOR) else None
+        if dest is not None and dest.routing_type == RoutingType.MULTICAST and \
+                dest.queue is None:  # a topic consumer: a temporary subscription of its own
+            return self.create_subscriber(dest.address, window=window, selector=selector)
         q = self._resolve_queue(queue, create=True)
+        return self._attach(q, window, flt)
+
+    def create_subscriber(self, address: str, subscription: Optional[str] = None, *,
+                          durable: bool = False, shared: bool = False,
+                          selector: Optional[str] = None,
+                          window: int = DEFAULT_WINDOW) -> Consumer:
+        """A topic subscriber on multicast address ``address``: it gets its own copy of every
+        message sent there from now on, on a subscription queue (seed 004 §4.6, §4.15;
+        ``engine.subscriptions``). ``create_consumer("multicast://address")`` makes a
+        non-durable one.
+
+        Args:
+            subscription: the subscription's name (durable or shared ones; for a durable
+                non-shared one the queue is ``client_id.subscription``, the client id coming
+                from ``broker.connection(client_id=...)``; without a name, the address).
+            durable: keep messages while no subscriber is attached, across restarts, until
+                ``unsubscribe`` (JMS durable subscriber). Else the queue goes with its last
+                consumer.
+            shared: several consumers share the subscription's messages (JMS 2 shared
+                subscription); else one consumer at a time (max-consumers 1).
+            selector: the subscription queue's filter: only matching messages are copied to
+                it. Subscribing again with another selector replaces an idle durable
+                subscription (its messages go).
+
+        Raises:
+            AddressNotFoundError, RoutingTypeError (not multicast), InvalidArgumentError (a
+            durable non-shared subscription without client id, a shared one without a name, a
+            bad selector or window), QueueInUseError (the durable subscription is attached to
+            with another address or selector), ResourceLimitError (a non-shared subscription
+            already has its consumer), IllegalStateError.
+        """
+        check_int("window", window, 1, TIME_MAX)
+        check_bool("durable", durable)
+        check_bool("shared", shared)
+        parse_filter(selector, "selector")
+        client_id = self.connection.client_id if self.connection is not None else None
+        with self.broker.lock:
+            self._check()
+            q = subscriptions.subscribe(self.broker, client_id, address, subscription,
+                                        durable, shared, selector)
+            return self._attach(q, window, None)
+
+    def unsubscribe(self, subscription: str) -> None:
+        """Delete durable subscription ``subscription`` (``client_id.subscription`` for this
+        session's client id, else the shared one of that name) and its messages (JMS
+        ``Session.unsubscribe``).
+
+        Raises:
+            QueueNotFoundError, QueueInUseError (a subscriber is attached), IllegalStateError.
+        """
+        client_id = self.connection.client_id if self.connection is not None else None
+        with self.broker.lock:
+            self._check()
+            subscriptions.unsubscribe(self.broker, client_id, subscription)
+
+    def _attach(self, q: Queue, window: int, flt: Optional[Filter]) -> Consumer:
+        """A new consumer of ``q`` (max-consumers and exclusive ownership checked)."""
         with self.broker.lock:
             self._check()
             _exclusive.check_use(self.broker, self, q)
@@ -337,20 +427,28 @@ class Session:
                     f"max-consumers ({q.config.max_consumers}) already",
                     hint="close one of its consumers first" if q.config.max_consumers else
                     "max-consumers 0: no consumer may attach (seed 004 §4.10)")
-            c = Consumer(self, q, window)
+            c = Consumer(self, q, window, flt)
             q.consumers.append(c)
             q.had_consumer = True
             q.auto_delete_at = None  # a delayed auto-delete is off: it is in use again
             self.consumers.append(c)
             return c
 
-    def create_browser(self, queue: str) -> Browser:
-        """A browser over a queue: look at its messages without acquiring them."""
+    def create_browser(self, queue: str, selector: Optional[str] = None) -> Browser:
+        """A browser over a queue: look at its messages without acquiring them; with
+        ``selector`` (an Artemis filter expression), only those it matches (a JMS
+        QueueBrowser with a message selector).
+
+        Raises:
+            QueueNotFoundError, InvalidNameError, IllegalStateError; InvalidArgumentError
+            (``FilterSyntaxError``): a selector that does not parse.
+        """
+        flt = parse_filter(selector, "selector")
         q = self._resolve_queue(queue)
         with self.broker.lock:
             self._check()
             _exclusive.check_use(self.broker, self, q)
-            return Browser(self, q)
+            return Browser(self, q, flt)
 
     # -- declaring (Qpid) ---------------------------------------------------------------------
     def declare_queue(self, config: QueueConfig, exclusive: bool = False) -> QueueInfo:
@@ -396,6 +494,10 @@ class Session:
                 self._check()
                 return self.broker.find_queue(queue_reference(text)[1])
         dest = parse_destination(text)
+        if dest.params and not create:
+            raise InvalidArgumentError("queue", f"{text!r}: parameters configure a queue "
+                                       f"created for a consumer or a send; a browser creates "
+                                       f"none")
         with self.broker.lock:
             self._check()
             q = autocreate.for_consume(self.broker, dest) if create else \

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
 from engine.errors import InvalidArgumentError
+from engine.filters import parse_filter
 from engine.model import PolicyType, QpidLvq, QueueConfig, RoutingType
 from engine.names import check_name
 from engine.values import TIME_MAX, check_bool, check_choice, check_int, check_text
@@ -295,8 +296,9 @@ def check_queue_config(config: QueueConfig) -> None:
         InvalidArgumentError: a value of the wrong type or out of range (max_consumers
             -1..2**63-1, ring_size, max_count and max_size -1..2**63-1, flags bools,
             last_value_key a non-empty str, policy_type not a ``PolicyType`` or its value,
-            qpid_lvq not a ``QpidLvq``), persist_last_node on a non-durable queue, a Qpid and
-            an Artemis last-value key together, size limits on a last-value queue.
+            qpid_lvq not a ``QpidLvq``, a filter that is not an Artemis filter expression:
+            ``engine.filters.FilterSyntaxError``), persist_last_node on a non-durable queue,
+            a Qpid and an Artemis last-value key together, size limits on a last-value queue.
     """
     check_name(config.name)
     check_name(config.address)
@@ -333,6 +335,7 @@ def check_queue_config(config: QueueConfig) -> None:
             (config.qpid_lvq is not None or config.last_value_key or config.last_value):
         raise InvalidArgumentError("max_count", "size limits on a last-value queue are not "
                                    "supported: declare the limits or the last-value key")
+    parse_filter(config.filter, "filter")
     if config.last_value_key is not None and not check_text("last_value_key",
                                                             config.last_value_key):
         raise InvalidArgumentError("last_value_key", "a non-empty property name is needed")

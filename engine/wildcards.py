@@ -4,8 +4,11 @@ Words are separated by the delimiter (``.``); ``#`` matches any sequence of zero
 ``*`` exactly one word. Matching works on whole words: ``my`` does not match ``myqueue``. When
 several patterns match, settings are overlaid from the least specific to the most specific:
 a pattern with ``#`` is less specific than one with ``*`` (and no ``#``), which is less specific
-than a literal; among equals, more literal words is more specific. All three characters can be
-replaced (``<wildcard-addresses>``).
+than a literal (the seed's rule). Among patterns of the same kind, Artemis's ordering decides:
+the one whose first literal word comes earliest is more specific (``orders.*.eu`` over
+``*.books.eu`` for ``orders.books.eu``: a wildcard later in the name narrows less); then more
+literal words, then more words. All three characters can be replaced
+(``<wildcard-addresses>``).
 """
 
 from __future__ import annotations
@@ -62,12 +65,16 @@ def _match(pat: Tuple[str, ...], words: Tuple[str, ...], any_words: str, single:
     return False
 
 
-def specificity(pattern: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> Tuple[int, int, int]:
-    """A sort key, ascending from least to most specific."""
+def specificity(pattern: str, syntax: WildcardSyntax = DEFAULT_SYNTAX
+                ) -> Tuple[int, int, int, int]:
+    """A sort key, ascending from least to most specific: the kind (``#``, ``*``, literal),
+    how early the first literal word comes, how many literal words, how many words."""
     words = pattern.split(syntax.delimiter)
+    wild = (syntax.any_words, syntax.single_word)
     klass = 0 if syntax.any_words in words else 1 if syntax.single_word in words else 2
-    literal = sum(1 for w in words if w not in (syntax.any_words, syntax.single_word))
-    return (klass, literal, len(words))
+    first = next((i for i, w in enumerate(words) if w not in wild), len(words))
+    literal = sum(1 for w in words if w not in wild)
+    return (klass, -first, literal, len(words))
 
 
 def matching(patterns: Sequence[str], address: str,

@@ -72,7 +72,7 @@ class AckReason(str, enum.Enum):
     EXPIRED = "expired"
     REPLACED = "replaced"      # last-value replacement
     EVICTED = "evicted"        # ring queue eviction
-    MOVED = "moved"            # moved to a dead-letter or expiry address
+    MOVED = "moved"            # moved to another queue by management (engine.control)
     ORPHANED = "orphaned"      # left on a deleted queue (moved to its alternate address or not)
 
 

@@ -109,12 +109,15 @@ def register_admin(main: click.Group) -> None:
     @click.option("--alternate-address", default=None,
                   help="Where rejected messages, and those left on the queue when it is "
                        "deleted, go (Qpid's alternate exchange); it must exist.")
+    @click.option("--filter", "filter_", default=None,
+                  help="An Artemis filter expression (JMS selector syntax, e.g. "
+                       "\"color = 'red'\"): only messages it matches enter the queue.")
     def add_queue(directory: str, name: str, address: Optional[str], routing_type: str,
                   durable: bool, ring_size: Optional[int], last_value_key: Optional[str],
                   non_destructive: bool, max_consumers: int, cluster_durable: bool,
                   max_queue_size: int, max_queue_count: int, policy_type: Optional[str],
                   last_value_queue: bool, last_value_queue_no_browse: bool,
-                  alternate_address: Optional[str]) -> None:
+                  alternate_address: Optional[str], filter_: Optional[str]) -> None:
         """Add queue NAME to the store in DIRECTORY."""
         from engine import Broker, PolicyType, QueueConfig, RoutingType
         from engine.model import QpidLvq
@@ -136,7 +139,7 @@ def register_admin(main: click.Group) -> None:
                 non_destructive=non_destructive or None, persist_last_node=cluster_durable,
                 max_count=max_queue_count or -1, max_size=max_queue_size or -1,
                 policy_type=PolicyType(policy_type) if policy_type else None,
-                qpid_lvq=qpid_lvq, alternate_address=alternate_address)
+                qpid_lvq=qpid_lvq, alternate_address=alternate_address, filter=filter_)
             check_queue_config(config)  # what create_queue refuses, before the store opens
             _check_add(directory, name, address, routing_type, alternate_address)
             with Broker.open(directory, expiry_scan_ms=0) as broker:

@@ -191,6 +191,47 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
                   f"{max(r['fill']['references'] for r in rows)} (target 0)")
 
 
+@bench.command("selectors")
+@click.option("--sizes", default="10000,100000", show_default=True,
+              help="Backlog sizes (messages), comma-separated.")
+@click.option("--every", default=100, show_default=True,
+              help="One message in this many matches the selector.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where to put the scratch stores (default: the system temp directory).")
+def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
+    """What a consumer selector costs per delivery on a paging queue, against a plain
+    consumer, and whether it grows with the backlog (seed 003)."""
+    from tools.bench_selectors import run
+
+    wanted = _sizes(sizes)
+    if every < 1:
+        raise click.BadParameter("--every is a whole number >= 1")
+    with console.status("measuring...") as status:
+        rows = run(wanted, directory, every, lambda m: status.update(m))
+    t = Table(title=f"durable 200-byte messages, one in {every} matching, 4 MiB budget (the "
+                    f"queue pages); one run, CPU time",
+              caption="sel µs / plain µs: CPU per delivery (receive and ack) for the "
+                      "consumer with the selector, and for a plain one taking as many from "
+                      "the head; rows/msg: index rows the selector read per message of the "
+                      "backlog")
+    for col in ("backlog", "deliveries", "sel µs", "plain µs", "sel / plain", "rows/msg"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        t.add_row(f"{r['size']:,}", f"{r['deliveries']:,}", f"{r['selector_us']:.0f}",
+                  f"{r['plain_us']:.0f}", f"{r['selector_us'] / r['plain_us']:.2f}",
+                  f"{r['rows_per_message']:.2f}")
+    console.print(t)
+    small, large = min(rows, key=lambda r: r["size"]), max(rows, key=lambda r: r["size"])
+    if large is not small:
+        growth = (large["selector_us"] / large["plain_us"]) / \
+            (small["selector_us"] / small["plain_us"])
+        console.print(f"selector / plain at {large['size']:,} over at {small['size']:,}: "
+                      f"{growth:.2f} (a rescan of the backlog per delivery would grow with "
+                      f"it, {large['size'] / small['size']:.0f}x; target <= 2); most index "
+                      f"rows read per message: {max(r['rows_per_message'] for r in rows):.2f} "
+                      f"(target <= 3)")
+
+
 @bench.command("spark")
 @click.option("--records", default=2_000_000, show_default=True, help="Journal records.")
 @click.option("--master", default="local[2]", show_default=True)

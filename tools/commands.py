@@ -82,7 +82,7 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
 QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
                  "ring_size", "last_value_key", "non_destructive", "bindings", "max_count",
                  "max_size",
-                 "policy_type", "qpid_lvq", "alternate_address", "messages", "paged",
+                 "policy_type", "qpid_lvq", "alternate_address", "filter", "messages", "paged",
                  "delivering", "scheduled", "consumers_at_last_close", "bytes"]
 QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering",
                  "scheduled", "bytes"]

@@ -83,6 +83,7 @@ class OfflineStore:
                          "policy_type": _policy(cfg),
                          "qpid_lvq": cfg.get("qpid_lvq"),
                          "alternate_address": cfg.get("alt"),
+                         "filter": cfg.get("filter"),
                          "messages": count + q.scheduled,
                          "paged": q.paged,
                          "delivering": delivering,

@@ -8,9 +8,66 @@ before has a delivery count >= 1 (it comes back flagged redelivered).
 
 from __future__ import annotations
 
+import random
 from typing import Dict, Iterable, List, Set
 
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine
+
 from engine import Broker
+from journal import JournalOptions, SimulatedFileSystem
+from recovery import MemoryIndex
+
+MODEL_OPTS = JournalOptions(segment_size=4096, max_record_size=2000)
+
+
+class SimulatedStore:
+    """A store on the simulated file system with an in-memory index, for the hypothesis
+    models: opened with small segments (so compaction has work) and a RAM budget, and
+    reopened after a simulated power loss that keeps all or none of the unsynced writes and
+    keeps the index as a crash leaves it, or loses it (then it is rebuilt from the journal).
+    """
+
+    def __init__(self, budget: int) -> None:
+        self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
+        self.budget = budget
+
+    def open(self) -> Broker:
+        return Broker.open("/s", fs=self.fs, index=self.index, journal_options=MODEL_OPTS,
+                           checkpoint_records=25, memory_budget=self.budget)
+
+    def crash(self, broker: Broker, keep_all: bool, seed: int, lose_index: bool) -> Broker:
+        """Power loss under ``broker`` (then let go), and the store opened again."""
+        crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
+        index = MemoryIndex() if lose_index else self.index.crash(random.Random(seed))
+        broker.close()
+        self.fs, self.index = crashed, index
+        return self.open()
+
+
+def model_settings(examples: int, steps: int) -> settings:
+    """Hypothesis settings for a store model: no deadline (fsyncs and replays vary), slow
+    examples allowed."""
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+class StoreMachine(RuleBasedStateMachine):
+    """A hypothesis state machine over one broker on a ``SimulatedStore`` (RAM budget
+    ``BUDGET`` bytes), closed at the end of each example so its threads stop."""
+
+    BUDGET = 64 << 20
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = SimulatedStore(self.BUDGET)
+        self.broker = self.store.open()
+
+    def reopen_after_crash(self, keep_all: bool, seed: int, lose_index: bool) -> None:
+        self.broker = self.store.crash(self.broker, keep_all, seed, lose_index)
+
+    def teardown(self) -> None:
+        self.broker.close()
 
 
 def check_store(broker: Broker, queue: str, sent: Iterable[int], acked: Set[int],

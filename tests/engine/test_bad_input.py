@@ -197,6 +197,7 @@ def test_any_message_value_round_trips_or_is_refused(tmp_path_factory, sends) ->
         if kept.durable and (kept.expiration == 0 or kept.expiration > now_ms() + 60_000):
             accepted.append(kept)  # (non-durable ones are not journaled; expired ones expire)
     b.close()
+    accepted.sort(key=lambda m: -m.priority)  # delivered by priority, in send order within
     b = open_store(d)
     try:
         with b.session() as s:

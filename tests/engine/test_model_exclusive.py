@@ -114,6 +114,9 @@ class ExclusiveMachine(RuleBasedStateMachine):
             seen = [m.message.body for m in s.create_browser("ex")]
         assert seen == [x[1] for x in self.ready]
 
+    def teardown(self) -> None:
+        self.broker.close()  # its threads stop (every example opens one)
+
 
 ExclusiveMachine.TestCase.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None,

@@ -5,8 +5,13 @@ Queue ``q`` receives messages of priorities 0, 4 and 9, durable or not, one at a
 batches. The model keeps the queue as a list in delivery order: a new message goes after
 every message of its priority or higher; a released or cancelled one goes back to the head
 of its priority (in the reverse order of consumption, so they come out again in the order
-consumed). A purge (``purge_queue``) removes what no consumer holds. A crash keeps the
-durable messages, the ones held come back, and the queue is in
+consumed). A second consumer has a selector (``color = 'red'``; every third message is red):
+it gets the first red message of that order, and leaves the others for the first consumer
+(seed 003's target lists; Artemis consumer filters). Address ``f`` has two queues with filters
+(``color = 'red'``, ``color = 'blue'``): each message reaches the one it matches, and the
+filters, journaled with the queues, apply again after every crash. A purge (``purge_queue``)
+removes what no consumer holds. A crash keeps the durable messages, the ones held come back,
+and the queue is in
 key order again: by priority, then as sent. The paging variant has the smallest RAM budget,
 so the queue keeps a head of two references and reads the rest back from the index in
 priority order.
@@ -15,20 +20,29 @@ priority order.
 from __future__ import annotations
 
 import itertools
-import random
 from typing import Dict, List, Set, Tuple
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import invariant, rule
 
-from engine import Broker, Message, QueueConfig
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from engine import Message, QueueConfig
+from tests.engine.crashcheck import StoreMachine, model_settings
 
-OPTS = JournalOptions(segment_size=4096, max_record_size=2000)
 PRIORITIES = st.sampled_from([0, 4, 4, 9])
 Item = Tuple[int, int, bytes, bool]  # (seq, priority, body, durable)
+
+
+FILTERED = {"fr": "red", "fb": "blue"}  # address "f": queue -> the color its filter takes
+
+
+def red(item: Item) -> bool:
+    """Whether the message is red (what the selecting consumer takes)."""
+    return item[0] % 3 == 0
+
+
+def props(item: Item) -> Dict[str, str]:
+    return {"color": "red" if red(item) else "blue"}
 
 
 def place(ready: List[Item], item: Item) -> None:
@@ -47,15 +61,15 @@ def put_back(ready: List[Item], item: Item) -> None:
     ready.insert(i, item)
 
 
-class PriorityMachine(RuleBasedStateMachine):
-    BUDGET = 64 << 20
-
+class PriorityMachine(StoreMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
-        self.broker = self._open()
         self.broker.create_address("a")
         self.broker.create_queue(QueueConfig("q", "a"))
+        self.broker.create_address("f")
+        for name, color in FILTERED.items():
+            self.broker.create_queue(QueueConfig(name, "f", filter=f"color = '{color}'"))
+        self.filtered: Dict[str, List[Item]] = {name: [] for name in FILTERED}
         self.ready: List[Item] = []
         self.held: List[Tuple[Item, object]] = []
         self.returned: Set[int] = set()  # seqs released or cancelled since the last reopen
@@ -81,13 +95,10 @@ class PriorityMachine(RuleBasedStateMachine):
         assert [b for b in seen if by_body[b][0] not in self.returned] == \
             [b for b in want if by_body[b][0] not in self.returned]
 
-    def _open(self) -> Broker:
-        return Broker.open("/s", fs=self.fs, index=self.index, journal_options=OPTS,
-                           checkpoint_records=25, memory_budget=self.BUDGET)
-
     def _attach(self) -> None:
         self.session = self.broker.session()
         self.consumer = self.session.create_consumer("q", window=1000)
+        self.red = self.session.create_consumer("q", window=1000, selector="color = 'red'")
 
     def _item(self, priority: int, durable: bool) -> Item:
         self.seq += 1
@@ -97,28 +108,57 @@ class PriorityMachine(RuleBasedStateMachine):
     @rule(priority=PRIORITIES, durable=st.booleans())
     def send(self, priority: int, durable: bool) -> None:
         item = self._item(priority, durable)
-        self.session.send("a", Message(item[2], durable=durable, priority=priority))
+        self.session.send("a", Message(item[2], props(item), durable=durable,
+                                       priority=priority))
         place(self.ready, item)
 
     @rule(priorities=st.lists(PRIORITIES, min_size=2, max_size=6), durable=st.booleans())
     def send_many(self, priorities: List[int], durable: bool) -> None:
         items = [self._item(p, durable) for p in priorities]
-        self.session.send_many("a", [Message(i[2], durable=durable, priority=i[1])
+        self.session.send_many("a", [Message(i[2], props(i), durable=durable, priority=i[1])
                                      for i in items])
         for item in items:
             place(self.ready, item)
 
+    @rule(priority=PRIORITIES, durable=st.booleans())
+    def send_filtered(self, priority: int, durable: bool) -> None:
+        item = self._item(priority, durable)
+        self.session.send("f", Message(item[2], props(item), durable=durable,
+                                       priority=priority))
+        place(self.filtered["fr" if red(item) else "fb"], item)
+
+    @rule(queue=st.sampled_from(sorted(FILTERED)))
+    def receive_filtered(self, queue: str) -> None:
+        c = self.session.create_consumer(queue)
+        d = c.receive(0)
+        want = self.filtered[queue]
+        assert (d is None) == (not want)
+        if d is not None:
+            assert d.message.body == want.pop(0)[2]
+            d.ack()
+        c.close()
+
     @rule(n=st.integers(1, 3))
     def receive(self, n: int) -> None:
-        got = self.consumer.receive_many(n, timeout=0)
+        self._receive(self.consumer, n, self.ready)
+
+    @rule(n=st.integers(1, 3))
+    def receive_red(self, n: int) -> None:
+        """The selecting consumer: the first red ones, the others stay."""
+        self._receive(self.red, n, [x for x in self.ready if red(x)])
+
+    def _receive(self, consumer: object, n: int, pool: List[Item]) -> None:
+        got = consumer.receive_many(n, timeout=0)  # type: ignore[attr-defined]
         bodies = [d.message.body for d in got]
-        assert len(got) == min(n, len(self.ready))
-        rest = [x for x in self.ready if x[2] not in set(bodies)]
-        self._check(bodies + [x[2] for x in rest], self.ready)  # a valid head of the queue
-        by_body = {x[2]: x for x in self.ready}
+        assert len(got) == min(n, len(pool))
+        rest = [x for x in pool if x[2] not in set(bodies)]
+        self._check(bodies + [x[2] for x in rest], pool)  # a valid head of the pool
+        by_body = {x[2]: x for x in pool}
         want = [by_body[b] for b in bodies]
         assert [d.message.priority for d in got] == [i[1] for i in want]
-        self.ready = rest
+        self.ready = [x for x in self.ready if x[2] not in set(bodies)]
+        if consumer is self.red and got:
+            event("a selector received")
         for item, d in zip(want, got):
             self.dc[item[0]] = self.dc.get(item[0], 0) + 1
             assert d.delivery_count == self.dc[item[0]]
@@ -173,16 +213,14 @@ class PriorityMachine(RuleBasedStateMachine):
 
     @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16), lose_index=st.booleans())
     def crash_and_reopen(self, keep_all: bool, seed: int, lose_index: bool) -> None:
-        crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
-        index = MemoryIndex() if lose_index else self.index.crash(random.Random(seed))
         back = [item for item, _d in self.held if self.dc.get(item[0], 0) < 10]  # (else
         kept = [x for x in self.ready + back if x[3]]  # dropped as their return is)
         self.ready = sorted(kept, key=lambda x: (-x[1], x[0]))
+        self.filtered = {name: [x for x in items if x[3]]
+                         for name, items in self.filtered.items()}
         self.held = []
         self.returned = set()  # a reopen reads the queue in key order again
-        self.broker.close()
-        self.fs, self.index = crashed, index
-        self.broker = self._open()
+        self.reopen_after_crash(keep_all, seed, lose_index)
         self._attach()
 
     @invariant()
@@ -194,6 +232,10 @@ class PriorityMachine(RuleBasedStateMachine):
             seen = list(itertools.islice((m.message.body for m in s.create_browser("q")),
                                          len(self.ready) + 1))
         self._check(seen, self.ready)
+        with self.broker.session() as s:
+            for name, items in self.filtered.items():
+                assert [m.message.body for m in s.create_browser(name)] == [x[2] for x in items]
+
 
 
 class PagingPriorityMachine(PriorityMachine):
@@ -209,8 +251,6 @@ class PagingPriorityMachine(PriorityMachine):
 
 
 for machine in (PriorityMachine, PagingPriorityMachine):
-    machine.TestCase.settings = settings(
-        max_examples=300, stateful_step_count=50, deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+    machine.TestCase.settings = model_settings(300, 50)
 TestPriorityModel = PriorityMachine.TestCase
 TestPagingPriorityModel = PagingPriorityMachine.TestCase

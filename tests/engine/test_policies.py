@@ -204,6 +204,24 @@ def test_non_destructive_consumers_leave_messages(broker: Broker) -> None:
     assert broker.queue_info("nd").message_count == 2
 
 
+def test_non_destructive_deliveries_count_as_delivering(broker: Broker) -> None:
+    """Issue 15: ``delivering_count`` includes what non-destructive consumers hold unacked
+    (Artemis deliveringCount); the messages stay counted once in ``message_count``."""
+    broker.create_address("nd")
+    broker.create_queue(QueueConfig("nd", "nd", non_destructive=True))
+    send(broker, "nd", "a", "b")
+    with broker.session() as s:
+        c1, c2 = s.create_consumer("nd"), s.create_consumer("nd")
+        held = [c1.receive(1), c1.receive(1), c2.receive(1)]
+        info = broker.queue_info("nd")
+        assert (info.message_count, info.delivering_count) == (2, 3)
+        held[0].ack()
+        assert broker.queue_info("nd").delivering_count == 2
+        c1.close()
+        assert broker.queue_info("nd").delivering_count == 1
+    assert broker.queue_info("nd").delivering_count == 0
+
+
 def test_non_destructive_last_value_holds_the_latest_value_per_key(tmp_path: Path) -> None:
     b = open_broker(tmp_path)
     b.create_address("my.address", {RoutingType.MULTICAST})

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from engine import AddressSettings, Broker
 from engine.errors import InvalidArgumentError, MqStoreError
 from engine.wildcards import WildcardSyntax, matches, matching
 
@@ -32,6 +35,23 @@ def test_wildcard_table(pattern: str, address: str, expected: bool) -> None:
 def test_least_specific_first() -> None:
     assert matching(["my.queue", "#", "my.*", "my.#"], "my.queue") == \
         ["#", "my.#", "my.*", "my.queue"]
+
+
+def test_equal_kinds_the_earliest_literal_word_wins() -> None:
+    """Artemis's ordering among patterns of one kind: the earlier the first literal word,
+    the more specific (overlaid later); then more literal words."""
+    assert matching(["*.books.eu", "orders.*.eu", "*.*.eu", "orders.*.*"],
+                    "orders.books.eu") == ["*.*.eu", "*.books.eu", "orders.*.*", "orders.*.eu"]
+    assert matching(["#.eu", "orders.#", "orders.books.#"], "orders.books.eu") == \
+        ["#.eu", "orders.#", "orders.books.#"]
+
+
+def test_equal_kinds_decide_the_effective_settings(tmp_path: Path) -> None:
+    with Broker.open(str(tmp_path / "s"), address_settings={
+            "*.books.eu": AddressSettings(max_delivery_attempts=2, expiry_delay=100),
+            "orders.*.eu": AddressSettings(max_delivery_attempts=7)}) as b:
+        got = b.address_settings("orders.books.eu")
+        assert (got.max_delivery_attempts, got.expiry_delay) == (7, 100)
 
 
 def test_custom_syntax() -> None:

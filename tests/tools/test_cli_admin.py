@@ -191,3 +191,22 @@ def test_export_import_keeps_qpid_queues_and_in_place_positions(tmp_path: Path) 
             s.send("prices", Message(b"B2", {QPID_LVQ_KEY: "B"}))  # still a Qpid LVQ
             s.create_consumer("prices").receive(1).reject()  # to the alternate address
             assert [m.message.body for m in s.create_browser("parked")] == [b"A2"]
+
+
+def test_add_queue_with_a_filter_and_list_it(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    got = run("add", "queue", str(d), "reds", "--address", "jobs", "--filter",
+              "color = 'red'")
+    assert got.exit_code == 0, got.output
+    before = digest(d)
+    bad = run("add", "queue", str(d), "blues", "--address", "jobs", "--filter", "color =")
+    assert bad.exit_code == 1 and "not an Artemis filter expression" in bad.output
+    assert digest(d) == before
+    listed = run("queues", str(d), "--columns", "queue,filter", "--json")
+    assert {"queue": "reds", "filter": "color = 'red'"} in json.loads(listed.output)
+    with Broker.open(str(d)) as b, b.session() as s:
+        for color in ("red", "blue", "blue", "red"):  # anycast: round-robin where it matches
+            s.send("jobs", Message(b"", {"color": color}))
+        assert b.queue_info("reds").message_count == 1
+        assert b.queue_info("jobs").message_count == 1 + 3
