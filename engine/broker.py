@@ -23,6 +23,7 @@ from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFaile
                            ExclusiveQueueError, IllegalStateError, QueueInUseError,
                            QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
                            RoutingTypeError)
+from engine import retroactive
 from engine.connection import Connection
 from engine.control import QueueControl
 from engine.deleted import DeletedQueues
@@ -43,7 +44,7 @@ from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              check_queue_config, checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int, check_text
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
+from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matches
 from engine.policies import build_policies
 from engine.address import Address
 from engine.addressfull import UNLIMITED, AddressSizes, Room
@@ -462,7 +463,10 @@ class Broker:
             ticket = self.write([(RecordKind.SETTINGS,
                                   schema.settings(match, settings.to_record()))])
             self.settings.set(match, settings)
+            touched = [a for a in self.addresses if matches(match, a, self.settings.syntax)]
         self.wait(ticket)
+        for address in touched:  # a retroactive count given or changed (seed 004 §4.14)
+            retroactive.ensure(self, address)
 
     def remove_address_settings(self, match: str) -> None:
         """Remove the entry for ``match`` (journaled). No error when there is none."""
@@ -550,9 +554,10 @@ class Broker:
             ticket = self.write([(RecordKind.ADDRESS_ADD, schema.address_add(
                 aid, name, [r.value for r in rts], auto_created))])
             addr = self.addresses[name] = Address(aid, name, rts, auto_created)
-            info = addr.info(self.sizes, self.settings.resolve(name))
         self.wait(ticket)
-        return info
+        retroactive.ensure(self, name)  # seed 004 §4.14: its ring, when its settings ask
+        with self.lock:
+            return addr.info(self.sizes, self.settings.resolve(name))
 
     def delete_address(self, name: str) -> None:
         """Delete an address that has no queues.
@@ -603,6 +608,8 @@ class Broker:
                     config.to_record()))])
             self._attach_queue(queue)
         self.wait(ticket)
+        if not retroactive.is_ring(config.name):
+            retroactive.copy_to(self, queue)  # a retroactive address's last messages first
         return queue.info()
 
     def _resolve_config(self, config: QueueConfig) -> QueueConfig:

@@ -17,6 +17,7 @@ from engine.errors import InvalidArgumentError, InvalidNameError
 from engine.model import RoutingType
 
 FQQN_SEPARATOR = "::"
+RING_PREFIX = "$.artemis.internal.retroactive."  # + address: a retroactive address's ring
 PREFIXES = {"anycast://": RoutingType.ANYCAST, "multicast://": RoutingType.MULTICAST}
 FORBIDDEN = ("&", "::", ",", "?", ">", "#", "*")
 MAX_NAME = 255

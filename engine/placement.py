@@ -24,7 +24,7 @@ from engine.core import BrokerCore
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
 from engine.groups import group_of
 from engine.model import Message, RoutingType
-from engine.names import Destination
+from engine.names import RING_PREFIX, Destination
 from engine.pagedrefs import spill
 from engine.queue import MessageRef, Queue, StoredMessage, kept_body
 from engine.queuelimits import make_room, plan
@@ -65,7 +65,8 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     if not wanted & addr.routing_types:
         raise RoutingTypeError(f"address {addr.name!r} does not support "
                                f"{dest.routing_type.value if dest.routing_type else '?'}")
-    queues = list(addr.queues.values())
+    ring = addr.queues.get(RING_PREFIX + addr.name)  # a retroactive address's internal ring
+    queues = [q for q in addr.queues.values() if q is not ring]
     out = [q for q in queues if q.config.routing_type == RoutingType.MULTICAST
            and RoutingType.MULTICAST in wanted and _takes(q, msg)]
     anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
@@ -75,7 +76,7 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
         if pinned is not None and pinned in addr.queues and \
                 addr.queues[pinned] in anycast and _takes(addr.queues[pinned], msg):
             out.insert(0, addr.queues[pinned])  # a group's messages go to one queue
-            return addr, out
+            anycast = []
         # round-robin: the next anycast queue from the cursor on that takes the message
         for step in range(len(anycast)):
             i = (addr.cursor + step) % len(anycast)
@@ -86,6 +87,8 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
                     if group is not None:
                         addr.group_queues[group] = anycast[i].name
                 break
+    if ring is not None and _takes(ring, msg):
+        out.append(ring)  # it keeps a copy of everything sent (``engine.retroactive``)
     return addr, out
 
 

@@ -75,6 +75,9 @@ class AddressSettings:
             bytes, each message once however many queues of the address hold it, and a message
             in delivery until it is acked.
         max_size_messages: messages the address holds before it is full (-1 = no limit).
+        retroactive_message_count: keep the last this many messages sent to the address in
+            an internal ring queue, for queues created later (seed 004 §4.14,
+            ``engine.retroactive``); 0: none.
         address_full_policy: what a send to a full address does (``AddressFullPolicy``;
             PAGE). The address is full when it already holds the limit or more (so the message
             that crosses the limit is accepted, as in Artemis), or the broker's
@@ -101,6 +104,7 @@ class AddressSettings:
     max_size_bytes: Optional[int] = None
     max_size_messages: Optional[int] = None
     address_full_policy: Optional[AddressFullPolicy] = None
+    retroactive_message_count: Optional[int] = None
 
     def overlay(self, other: "AddressSettings") -> "AddressSettings":
         """These settings with every field ``other`` sets replaced by ``other``'s."""
@@ -142,17 +146,18 @@ class AddressSettings:
 
         Raises:
             InvalidArgumentError: ints out of range (default_ring_size, max_delivery_attempts,
-                expiry_delay, max_redelivery_delay: -1..2**63-1; redelivery_delay:
-                0..2**63-1), a redelivery_delay_multiplier that is not a finite number > 0,
-                flags that are not bools, an address name that
+                expiry_delay, max_redelivery_delay: -1..2**63-1; redelivery_delay,
+                retroactive_message_count: 0..2**63-1), a redelivery_delay_multiplier that
+                is not a finite number > 0, flags that are not bools, an address name that
                 breaks seed 004 §4.1, a routing type that is not a ``RoutingType``.
         """
         for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay",
                      "max_size_bytes", "max_size_messages", "max_redelivery_delay"):
             if getattr(self, name) is not None:
                 check_int(name, getattr(self, name), -1, TIME_MAX)
-        if self.redelivery_delay is not None:
-            check_int("redelivery_delay", self.redelivery_delay, 0, TIME_MAX)
+        for name in ("redelivery_delay", "retroactive_message_count"):
+            if getattr(self, name) is not None:
+                check_int(name, getattr(self, name), 0, TIME_MAX)
         m = self.redelivery_delay_multiplier
         if m is not None and (type(m) not in (int, float) or not math.isfinite(m) or m <= 0):
             raise InvalidArgumentError("redelivery_delay_multiplier",
@@ -233,7 +238,8 @@ DEFAULTS = AddressSettings(default_ring_size=-1, default_last_value_key=None,
                            dead_letter_address=None,
                            expiry_address=None, expiry_delay=-1, max_size_bytes=-1,
                            max_size_messages=-1,
-                           address_full_policy=AddressFullPolicy.PAGE)
+                           address_full_policy=AddressFullPolicy.PAGE,
+                           retroactive_message_count=0)
 
 
 class SettingsRepository:
