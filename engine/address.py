@@ -8,6 +8,7 @@ from typing import Dict, Optional, Set
 
 from engine.addressfull import AddressSizes
 from engine.model import AddressInfo, RoutingType
+from engine.names import RING_PREFIX
 from engine.queue import Queue
 from engine.settings import AddressSettings
 
@@ -28,6 +29,10 @@ class Address:
     dropping: bool = False
     # message group -> the anycast queue its messages go to (``engine.groups``; RAM only)
     group_queues: Dict[str, str] = field(default_factory=dict)
+    ring_name: str = field(init=False)  # its retroactive ring's queue (``engine.retroactive``)
+
+    def __post_init__(self) -> None:
+        self.ring_name = RING_PREFIX + self.name
 
     def info(self, sizes: AddressSizes, settings: AddressSettings) -> AddressInfo:
         """The management view, with what the address holds (``sizes``) against its

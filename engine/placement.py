@@ -24,7 +24,7 @@ from engine.core import BrokerCore
 from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
 from engine.groups import group_of
 from engine.model import Message, RoutingType
-from engine.names import RING_PREFIX, Destination
+from engine.names import Destination
 from engine.pagedrefs import spill
 from engine.queue import MessageRef, Queue, StoredMessage, kept_body
 from engine.queuelimits import make_room, plan
@@ -65,31 +65,40 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     if not wanted & addr.routing_types:
         raise RoutingTypeError(f"address {addr.name!r} does not support "
                                f"{dest.routing_type.value if dest.routing_type else '?'}")
-    ring = addr.queues.get(RING_PREFIX + addr.name)  # a retroactive address's internal ring
+    ring = addr.queues.get(addr.ring_name)  # a retroactive address's internal ring
     queues = [q for q in addr.queues.values() if q is not ring]
     out = [q for q in queues if q.config.routing_type == RoutingType.MULTICAST
            and RoutingType.MULTICAST in wanted and _takes(q, msg)]
     anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
     if RoutingType.ANYCAST in wanted and anycast:
-        group = None if msg is None else group_of(msg)
-        pinned = addr.group_queues.get(group) if group is not None else None
-        if pinned is not None and pinned in addr.queues and \
-                addr.queues[pinned] in anycast and _takes(addr.queues[pinned], msg):
-            out.insert(0, addr.queues[pinned])  # a group's messages go to one queue
-            anycast = []
-        # round-robin: the next anycast queue from the cursor on that takes the message
-        for step in range(len(anycast)):
-            i = (addr.cursor + step) % len(anycast)
-            if _takes(anycast[i], msg):
-                out.insert(0, anycast[i])
-                if advance:
-                    addr.cursor = i + 1
-                    if group is not None:
-                        addr.group_queues[group] = anycast[i].name
-                break
+        chosen = _anycast_pick(addr, anycast, msg, advance)
+        if chosen is not None:
+            out.insert(0, chosen)
     if ring is not None and _takes(ring, msg):
         out.append(ring)  # it keeps a copy of everything sent (``engine.retroactive``)
     return addr, out
+
+
+def _anycast_pick(addr: Any, anycast: List[Queue], msg: Optional[Message], advance: bool
+                  ) -> Optional[Queue]:
+    """The anycast queue a message goes to: its group's queue (``engine.groups``: a group's
+    messages go to one queue), else the next from the round-robin cursor on that takes it;
+    ``None`` when none does."""
+    if len(anycast) == 1:
+        return anycast[0] if _takes(anycast[0], msg) else None
+    group = None if msg is None else group_of(msg)
+    pinned = addr.queues.get(addr.group_queues.get(group)) if group is not None else None
+    if pinned is not None and pinned in anycast and _takes(pinned, msg):
+        return pinned
+    for step in range(len(anycast)):
+        i = (addr.cursor + step) % len(anycast)
+        if _takes(anycast[i], msg):
+            if advance:
+                addr.cursor = i + 1
+                if group is not None:
+                    addr.group_queues[group] = anycast[i].name
+            return anycast[i]
+    return None
 
 
 def _takes(queue: Queue, msg: Optional[Message]) -> bool:
