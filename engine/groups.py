@@ -95,9 +95,15 @@ def take_for(queue: Queue, groups: Groups, consumer: Any,
     """Take the first reference of ``queue``, in queue order, that ``consumer`` may be handed
     (its group free or its own, its selector matching), while some group is owned: the head
     in RAM, then the index after the horizon, read from the horizon on."""
-    once = Selection(_MayTake(groups, consumer, selector))  # type: ignore[arg-type]
-    once.attach(queue)
-    try:
-        return once.take(queue)
-    finally:
-        once.detach(queue)
+    may = _MayTake(groups, consumer, selector)
+    if not queue.ready:
+        queue.refill()
+    first = next((ref for ref in queue.ready if may.matches(ref.msg)), None)  # from the head
+    if first is not None and (queue.horizon is None or first.order <= queue.horizon):
+        queue.take_ref(first)  # before everything the index holds
+        return first
+    once = Selection(may)  # type: ignore[arg-type]
+    for ref in ([first] if first is not None else []) + \
+            [ref for ref in queue.tail if may.matches(ref.msg)]:
+        once.targets.insert_ordered(ref)
+    return once.take(queue)  # the index read from the horizon on, merged with those
