@@ -11,8 +11,8 @@ from __future__ import annotations
 import random
 from typing import Dict, Iterable, List, Set
 
-from hypothesis import HealthCheck, settings
-from hypothesis.stateful import RuleBasedStateMachine
+from hypothesis import HealthCheck, event, settings
+from hypothesis.stateful import RuleBasedStateMachine, rule
 
 from engine import Broker
 from journal import JournalOptions, SimulatedFileSystem
@@ -28,12 +28,13 @@ class SimulatedStore:
     keeps the index as a crash leaves it, or loses it (then it is rebuilt from the journal).
     """
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, opts: JournalOptions = MODEL_OPTS) -> None:
         self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
         self.budget = budget
+        self.opts = opts
 
     def open(self) -> Broker:
-        return Broker.open("/s", fs=self.fs, index=self.index, journal_options=MODEL_OPTS,
+        return Broker.open("/s", fs=self.fs, index=self.index, journal_options=self.opts,
                            checkpoint_records=25, memory_budget=self.budget)
 
     def crash(self, broker: Broker, keep_all: bool, seed: int, lose_index: bool) -> Broker:
@@ -54,14 +55,26 @@ def model_settings(examples: int, steps: int) -> settings:
 
 class StoreMachine(RuleBasedStateMachine):
     """A hypothesis state machine over one broker on a ``SimulatedStore`` (RAM budget
-    ``BUDGET`` bytes), closed at the end of each example so its threads stop."""
+    ``BUDGET`` bytes), closed at the end of each example so its threads stop. Its rules
+    checkpoint the index and compact the journal (records rewritten keep their LSNs, so
+    order keys and what the model expects stay)."""
 
     BUDGET = 64 << 20
+    OPTS = MODEL_OPTS
 
     def __init__(self) -> None:
         super().__init__()
-        self.store = SimulatedStore(self.BUDGET)
+        self.store = SimulatedStore(self.BUDGET, self.OPTS)
         self.broker = self.store.open()
+
+    @rule()
+    def checkpoint(self) -> None:
+        self.broker.checkpoint()
+
+    @rule()
+    def compact(self) -> None:
+        if self.broker.compact(force=True).compacted:
+            event("compaction ran")
 
     def reopen_after_crash(self, keep_all: bool, seed: int, lose_index: bool) -> None:
         self.broker = self.store.crash(self.broker, keep_all, seed, lose_index)

@@ -201,16 +201,6 @@ class PriorityMachine(StoreMachine):
         assert self.broker.purge_queue("q") == len(self.ready)
         self.ready = []
 
-    @rule()
-    def checkpoint(self) -> None:
-        self.broker.checkpoint()
-
-    @rule()
-    def compact(self) -> None:
-        """Records rewritten keep their LSNs, so order keys (priority lanes) stay."""
-        if self.broker.compact(force=True).compacted:
-            event("compaction ran")
-
     @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16), lose_index=st.booleans())
     def crash_and_reopen(self, keep_all: bool, seed: int, lose_index: bool) -> None:
         back = [item for item, _d in self.held if self.dc.get(item[0], 0) < 10]  # (else

@@ -16,20 +16,19 @@ runs among the rules, so rebuilds also meet journals without the replaced messag
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from hypothesis import HealthCheck, event, settings
+from hypothesis import event
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from hypothesis.stateful import invariant, rule
 
-from engine import Broker, Message, QueueConfig, RoutingType
+from engine import Message, QueueConfig, RoutingType
 from engine.model import QPID_LVQ_KEY, QpidLvq
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from journal import JournalOptions
+from tests.engine.crashcheck import StoreMachine, model_settings
 
-OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
+SMALL_SEGMENTS = JournalOptions(segment_size=2048, max_record_size=1900)
 FLAVOURS = {"v": QpidLvq.LVQ, "w": QpidLvq.LVQ_NO_BROWSE}
 
 
@@ -71,21 +70,17 @@ class Model:
         self.ready[q].insert(0, item)
 
 
-class QpidLvqMachine(RuleBasedStateMachine):
+class QpidLvqMachine(StoreMachine):
+    OPTS = SMALL_SEGMENTS
+
     def __init__(self) -> None:
         super().__init__()
-        self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
-        self.broker = self._open()
         self.broker.create_address("p", {RoutingType.MULTICAST})
         for q, flavour in FLAVOURS.items():
             self.broker.create_queue(QueueConfig(q, "p", RoutingType.MULTICAST,
                                                  qpid_lvq=flavour))
         self.m = Model()
         self._sessions()
-
-    def _open(self) -> Broker:
-        return Broker.open("/s", fs=self.fs, index=self.index, journal_options=OPTS,
-                           checkpoint_records=25)
 
     def _sessions(self) -> None:
         self.session = self.broker.session()
@@ -175,28 +170,14 @@ class QpidLvqMachine(RuleBasedStateMachine):
         self.m.held = []
         self.broker.close()
         self._reload([])
-        self.broker = self._open()
+        self.broker = self.store.open()
         self._sessions()
 
     @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16), lose_index=st.booleans())
     def crash_and_reopen(self, keep_all: bool, seed: int, lose_index: bool) -> None:
-        crashed = self.fs.crash(keep=self.fs.unsynced_count() if keep_all else 0)
-        index = MemoryIndex() if lose_index else self.index.crash(random.Random(seed))
-        self.broker.close()  # the crashed copies are what the reopen reads
-        self.fs, self.index = crashed, index
         self._reload([h for h in self.m.held if h.item.durable])
-        self.broker = self._open()
-        self._sessions()
-
-    @rule()
-    def checkpoint(self) -> None:
-        self.broker.checkpoint()
-
-    @rule()
-    def compact(self) -> None:
-        # replaced messages' records go: a rebuild must find the positions without them
-        if self.broker.compact(force=True).compacted:
-            event("compacted")
+        self.reopen_after_crash(keep_all, seed, lose_index)  # (compaction, from the base:
+        self._sessions()  # replaced messages' records go, a rebuild finds the positions)
 
     @invariant()
     def counts_match(self) -> None:
@@ -206,11 +187,7 @@ class QpidLvqMachine(RuleBasedStateMachine):
             assert (info.message_count, info.delivering_count) == \
                 (len(self.m.ready[q]) + held, held), (q, info)
 
-    def teardown(self) -> None:
-        self.broker.close()
 
 
-QpidLvqMachine.TestCase.settings = settings(
-    max_examples=300, stateful_step_count=50, deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+QpidLvqMachine.TestCase.settings = model_settings(300, 50)
 TestQpidLvqModel = QpidLvqMachine.TestCase

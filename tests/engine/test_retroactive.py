@@ -127,10 +127,6 @@ class RetroactiveMachine(StoreMachine):
         assert bodies(self.broker, "late") == [b for b, _d in self.ring]
         self.broker.delete_queue("late")
 
-    @rule()
-    def checkpoint(self) -> None:
-        self.broker.checkpoint()
-
     @rule(keep_all=st.booleans(), seed=st.integers(0, 2**16), lose_index=st.booleans())
     def crash_and_reopen(self, keep_all: bool, seed: int, lose_index: bool) -> None:
         self.ring = [x for x in self.ring if x[1]]
