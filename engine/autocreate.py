@@ -17,7 +17,7 @@ from typing import Optional
 from engine.core import BrokerCore
 from engine.errors import QueueNotFoundError
 from engine.model import QueueConfig, RoutingType
-from engine.names import RING_PREFIX, Destination
+from engine.names import Destination
 from engine.queue import Queue
 
 
@@ -42,7 +42,7 @@ def for_send(broker: BrokerCore, dest: Destination) -> None:
         return
     wants_anycast = dest.routing_type in (None, RoutingType.ANYCAST)
     has_anycast = any(q.config.routing_type == RoutingType.ANYCAST and
-                      not q.name.startswith(RING_PREFIX) for q in addr.queues.values())
+                      q.name != addr.ring_name for q in addr.queues.values())
     if wants_anycast and RoutingType.ANYCAST in addr.routing_types and not has_anycast \
             and addr.name not in broker.queues:
         broker.create_queue(QueueConfig(addr.name, addr.name, RoutingType.ANYCAST,
@@ -65,7 +65,7 @@ def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
         # named as the address, else the first anycast queue of the address
         anycast = [q for q in addr.queues.values()  # (not a retroactive address's ring)
                    if q.config.routing_type == RoutingType.ANYCAST and
-                   not q.name.startswith(RING_PREFIX)]
+                   q.name != addr.ring_name]
         if anycast:
             return anycast[0]
     st = broker.settings.resolve(dest.address)

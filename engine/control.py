@@ -22,19 +22,15 @@ from __future__ import annotations
 from typing import List, Optional, Tuple
 
 from engine.core import BrokerCore
-from engine.deadletter import copy_of
 from engine.delivery import depage_for
 from engine.errors import InvalidArgumentError
 from engine.filters import Filter, parse_filter
 from engine.model import QueueInfo
-from engine.orphans import CHUNK, take
-from engine.placement import ACK_BOUND, Placement, forget, record_bound
+from engine.orphans import CHUNK, settle_out, take
 from engine.queue import MessageRef, Queue
 from engine.selection import Selection
 from engine.values import TIME_MAX, check_int
 from journal import Ticket
-from journal.format import FRAME_OVERHEAD
-from recovery import schema
 from recovery.schema import AckReason
 
 __all__ = ["QueueControl"]
@@ -146,7 +142,10 @@ def _settle_all(broker: BrokerCore, queue: Queue, flt: Optional[Filter],
     reason = AckReason.KILLED.value if target is None else AckReason.MOVED.value
     if flt is None:
         while refs := take(queue, CHUNK, delivering=False):
-            ticket, count = _write_chunks(broker, queue, refs, target, reason, ticket, count)
+            before = count
+            ticket, count = _settle(broker, queue, refs, target, reason, ticket, count)
+            if count == before:  # only messages too large to move are left (back on it)
+                break
         return ticket, count
     while queue.paged.count() and depage_for(broker, queue):
         pass  # paged ones join the queue first: the filter sees them in queue order
@@ -154,8 +153,8 @@ def _settle_all(broker: BrokerCore, queue: Queue, flt: Optional[Filter],
         if flt.matches(ref.msg):
             got = queue.scheduled.take(ref.msg.mid)
             if got is not None:
-                ticket, count = _write_chunks(broker, queue, [got[1]], target, reason,
-                                              ticket, count)
+                ticket, count = _settle(broker, queue, [got[1]], target, reason, ticket,
+                                        count)
     sel = Selection(flt)
     if not queue.non_destructive:
         sel.attach(queue)
@@ -164,7 +163,10 @@ def _settle_all(broker: BrokerCore, queue: Queue, flt: Optional[Filter],
             refs = _take_matching(queue, sel, CHUNK)
             if not refs:
                 return ticket, count
-            ticket, count = _write_chunks(broker, queue, refs, target, reason, ticket, count)
+            before = count
+            ticket, count = _settle(broker, queue, refs, target, reason, ticket, count)
+            if count == before:  # (as above)
+                return ticket, count
     finally:
         sel.detach(queue)
 
@@ -184,41 +186,9 @@ def _take_matching(queue: Queue, sel: Selection, limit: int) -> List[MessageRef]
     return out
 
 
-def _write_chunks(broker: BrokerCore, queue: Queue, refs: List[MessageRef],
-                  target: Optional[Queue], reason: str, ticket: Optional[Ticket],
-                  count: int) -> Tuple[Optional[Ticket], int]:
-    """Copy ``refs`` to ``target`` (when given) and remove them, in TX records under the
-    journal's size limit. Returns the last ticket and the running count."""
-    limit = broker.persistence.journal.options.max_frame()
-    batch: List[MessageRef] = []
-    size = 0
-    for ref in refs:
-        n = ACK_BOUND
-        if target is not None:
-            n += record_bound(target.config.address, 1, copy_of(broker, ref, queue))
-        if batch and size + n + FRAME_OVERHEAD > limit:
-            ticket = _write(broker, queue, batch, target, reason) or ticket
-            batch, size = [], 0
-        batch.append(ref)
-        size += n
-        count += 1
-    if batch:
-        ticket = _write(broker, queue, batch, target, reason) or ticket
-    return ticket, count
-
-
-def _write(broker: BrokerCore, queue: Queue, batch: List[MessageRef], target: Optional[Queue],
-           reason: str) -> Optional[Ticket]:
-    placement = Placement(broker)
-    acks = []
-    for ref in batch:
-        if target is not None:
-            placement.add(target.config.address, [target], copy_of(broker, ref, queue))
-        if ref.journaled:
-            acks.append(schema.ack(queue.id, ref.msg.mid, reason))
-    got = placement.write(acks, as_tx=True)
-    for ref in batch:
-        forget(broker, ref, reason)
-    if target is not None:
-        broker.serve(target)
-    return got
+def _settle(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: Optional[Queue],
+            reason: str, ticket: Optional[Ticket], count: int) -> Tuple[Optional[Ticket], int]:
+    """Move ``refs`` to ``target`` or remove them (``engine.orphans.settle_out``); the last
+    ticket and the running count of those moved or removed."""
+    got, copied, dropped = settle_out(broker, queue, refs, target, reason)
+    return got or ticket, count + (copied if target is not None else dropped)

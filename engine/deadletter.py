@@ -65,8 +65,8 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
         target = settings.expiry_address if expired else queue.config.alternate_address \
             if alternate else settings.dead_letter_address
         queues = []
-        if target and target in broker.addresses:
-            copy = copy_of(broker, ref, queue)
+        if target and target in broker.addresses and broker.addresses[target].queues:
+            copy = copy_of(broker, ref, queue)  # (its body read once there is a queue)
             addr, queues = route(broker, Destination(target), copy)
             if queues:
                 placement.add(addr.name, queues, copy)

@@ -18,7 +18,8 @@ from engine.model import RoutingType
 
 FQQN_SEPARATOR = "::"
 RING_PREFIX = "$.artemis.internal.retroactive."  # + address: a retroactive address's ring
-PREFIXES = {"anycast://": RoutingType.ANYCAST, "multicast://": RoutingType.MULTICAST}
+MULTICAST_PREFIX = "multicast://"
+PREFIXES = {"anycast://": RoutingType.ANYCAST, MULTICAST_PREFIX: RoutingType.MULTICAST}
 FORBIDDEN = ("&", "::", ",", "?", ">", "#", "*")
 MAX_NAME = 255
 

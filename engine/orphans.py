@@ -18,7 +18,7 @@ again). The queue leaves its address first, so a copy never comes back to it.
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Tuple
+from typing import List, Optional, Tuple, Union
 
 from engine.core import BrokerCore
 from engine.deadletter import copy_of
@@ -96,50 +96,81 @@ def take(queue: Queue, limit: int, delivering: bool = True) -> List[MessageRef]:
     return out
 
 
-def settle_out(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: Optional[str],
+Target = Union[str, Queue, None]  # an address (routed as a send), one queue, or nowhere
+
+
+def settle_out(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: Target,
                reason: str) -> Tuple[Optional[Ticket], int, int]:
-    """Copy ``refs`` (taken off ``queue``) to address ``target`` (``None``: nowhere) and
-    remove them with ``reason``, in TX records under the journal's size limit (lock held).
-    Returns the last ticket, how many were copied and how many dropped."""
+    """Copy ``refs`` (taken off ``queue``) to ``target`` (an address name: routed there as a
+    send is; a ``Queue``: to that queue only, whatever its filter, as Artemis moves to a
+    binding; ``None``: nowhere) and remove them with ``reason``, in TX records under the
+    journal's size limit (lock held). A copy too large for a record with its origin
+    properties is logged, and dropped when going to an address (the queue is going away);
+    a move to a queue leaves it on ``queue`` instead (back at the head). Returns the last
+    ticket, how many were copied and how many dropped."""
     limit = broker.persistence.journal.options.max_frame()
     ticket: Optional[Ticket] = None
-    batch: List[Tuple[MessageRef, Optional[Message]]] = []
+    batch: List[Tuple[MessageRef, Optional[Message], str]] = []
+    kept: List[MessageRef] = []
     size = moved = dropped = 0
+    into = _queues_of(broker, target)
     for ref in refs:
         copy = None
-        if target is not None and target in broker.addresses and \
-                broker.addresses[target].queues:
+        if into:
             copy = copy_of(broker, ref, queue)
         n = ACK_BOUND
-        if copy is not None and target is not None:
-            n += record_bound(target, len(broker.addresses[target].queues), copy)
+        if copy is not None:
+            n += record_bound(into[0].config.address, len(into), copy)
             if n + FRAME_OVERHEAD > limit:  # the copy alone is too large for a record
-                log.warning("message %d of queue %r: too large to copy to alternate address "
-                            "%r with its origin; dropped", ref.msg.mid, queue.name, target)
+                log.warning("message %d of queue %r: too large to copy to %r with its "
+                            "origin; %s", ref.msg.mid, queue.name, _name(target),
+                            "left where it is" if isinstance(target, Queue) else "dropped")
+                if isinstance(target, Queue):
+                    kept.append(ref)
+                    continue
                 copy, n = None, ACK_BOUND
         if batch and size + n + FRAME_OVERHEAD > limit:
-            ticket = _write(broker, queue, batch, target, reason) or ticket
+            ticket = _write(broker, queue, batch, target) or ticket
             batch, size = [], 0
-        batch.append((ref, copy))
+        batch.append((ref, copy, reason))
         size += n
         moved += copy is not None
         dropped += copy is None
+    # what a policy removes as those kept come back (a full ring) goes with the last chunk
+    batch += [(ref, None, why) for ref, why in queue.return_to_head(kept)]
     if batch:
-        ticket = _write(broker, queue, batch, target, reason) or ticket
+        ticket = _write(broker, queue, batch, target) or ticket
     return ticket, moved, dropped
 
 
-def _write(broker: BrokerCore, queue: Queue, batch: List[Tuple[MessageRef, Optional[Message]]],
-           target: Optional[str], reason: str) -> Optional[Ticket]:
+def _queues_of(broker: BrokerCore, target: Target) -> List[Queue]:
+    """The queues a copy to ``target`` may reach (none: it is dropped)."""
+    if isinstance(target, Queue):
+        return [target]
+    addr = broker.addresses.get(target) if target is not None else None
+    return list(addr.queues.values()) if addr is not None else []
+
+
+def _name(target: Target) -> Optional[str]:
+    return target.name if isinstance(target, Queue) else target
+
+
+def _write(broker: BrokerCore, queue: Queue,
+           batch: List[Tuple[MessageRef, Optional[Message], str]], target: Target
+           ) -> Optional[Ticket]:
     placement = Placement(broker)
     acks = []
-    for ref, copy in batch:
-        if copy is not None and target is not None:
+    for ref, copy, reason in batch:
+        if copy is not None and isinstance(target, Queue):
+            placement.add(target.config.address, [target], copy)
+        elif copy is not None and target is not None:
             addr, queues = route(broker, Destination(target), copy)
             placement.add(addr.name, queues, copy)
         if ref.journaled:
             acks.append(schema.ack(queue.id, ref.msg.mid, reason))
     ticket = placement.write(acks, as_tx=True)
-    for ref, _copy in batch:
+    for ref, _copy, reason in batch:
         forget(broker, ref, reason)
+    if isinstance(target, Queue):
+        broker.serve(target)
     return ticket

@@ -29,8 +29,9 @@ from engine.addressfull import deadline_of, timed_out
 from engine.errors import (IllegalStateError, InvalidArgumentError, QueueNotFoundError,
                            ResourceLimitError)
 from engine.filters import Filter, parse_filter
-from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage, RoutingType
-from engine.names import FQQN_SEPARATOR, Destination, parse_destination, queue_reference
+from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
+from engine.names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destination,
+                          queue_reference)
 from engine.browser import Browser
 from engine.placement import body_of, must_wait
 from engine.queue import MessageRef, Queue
@@ -356,9 +357,9 @@ class Session:
         """
         check_int("window", window, 1, TIME_MAX)
         flt = parse_filter(selector, "selector")
-        dest = parse_destination(queue) if not queue.startswith(FQQN_SEPARATOR) else None
-        if dest is not None and dest.routing_type == RoutingType.MULTICAST and \
-                dest.queue is None:  # a topic consumer: a temporary subscription of its own
+        if isinstance(queue, str) and queue.startswith(MULTICAST_PREFIX) and \
+                FQQN_SEPARATOR not in queue:  # a topic consumer: a subscription of its own
+            dest = parse_destination(queue)
             return self.create_subscriber(dest.address, window=window, selector=selector)
         q = self._resolve_queue(queue, create=True)
         return self._attach(q, window, flt)

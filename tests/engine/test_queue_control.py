@@ -181,3 +181,20 @@ def test_a_crash_during_a_move_leaves_each_message_in_one_place(seed: int) -> No
         assert left == [x for x in want if x in set(left)]
         assert moved == [x for x in want if x in set(moved)]
         assert all(x >= 20 for x in moved)
+
+
+def test_a_copy_too_large_for_a_record_is_left_where_it_is(tmp_path: Path) -> None:
+    """Moving adds the origin properties: a message near the record size limit whose copy no
+    longer fits stays on its queue (logged), and the others move."""
+    long_name = "t" * 200
+    with Broker.open(str(tmp_path / "s"), journal_options=OPTS) as b:
+        b.create_address("a")
+        b.create_queue(QueueConfig("q", "a"))
+        b.create_address(long_name)
+        b.create_queue(QueueConfig("big", long_name))
+        with b.session() as s:
+            s.send("a", Message(b"x" * 1400, {"n": 0}))
+            s.send("a", Message(b"y", {"n": 1}))
+        assert b.queue_control("q").move_messages("big") == 1
+        assert ns(b, "q") == [0] and ns(b, "big") == [1]
+        assert b.queue_info("q").message_count == 1
