@@ -19,6 +19,7 @@ from engine.model import (AddressInfo, DeletedQueue, Message, PolicyType, QueueC
                           QueueInfo, ReceivedMessage, RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
 from engine.settings import AddressFullPolicy, AddressSettings
+from engine.wildcards import WildcardSyntax
 
 __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
@@ -31,5 +32,5 @@ __all__ = [
     "QueueFullError",
     "QueueInUseError", "QueueInfo", "QueueNotEmptyError", "QueueNotFoundError",
     "ReceivedMessage", "ResourceLimitError", "RoutingType", "RoutingTypeError",
-    "ScheduledMessage", "Session",
+    "ScheduledMessage", "Session", "WildcardSyntax",
 ]

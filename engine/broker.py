@@ -44,7 +44,7 @@ from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              check_queue_config, checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int, check_text
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matches
+from engine.wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax, matches
 from engine.policies import build_policies
 from engine.address import Address
 from engine.addressfull import UNLIMITED, AddressSizes, Room
@@ -85,6 +85,7 @@ class Broker:
         self.lock = threading.RLock()
         self.room = Room(self.lock)
         self.settings = SettingsRepository(syntax)
+        self.wildcards = WildcardIndex(syntax)  # wildcard addresses (consumers on news.#)
         self._clock = clock or now_ms
         self.addresses: Dict[str, Address] = {}
         self.queues: Dict[str, Queue] = {}
@@ -217,6 +218,7 @@ class Broker:
             self.addresses[a.name] = Address(a.id, a.name,
                                              {RoutingType(r) for r in a.routing_types},
                                              a.auto_created)
+            self.wildcards.added(a.name)
         for qi in image.queues.values():
             config = QueueConfig.from_record(qi.name, qi.address, qi.routing_type, qi.config)
             queue = self.new_queue(qi.id, config)
@@ -535,13 +537,16 @@ class Broker:
     def create_address(self, name: str,
                        routing_types: Iterable[RoutingType] = (RoutingType.ANYCAST,),
                        auto_created: bool = False) -> AddressInfo:
-        """Create an address (journaled; seed 004 §4.2-4.5).
+        """Create an address (journaled; seed 004 §4.2-4.5). A wildcard expression in the
+        broker's syntax (``news.#``, ``news.*.sport``) makes a wildcard address: its queues
+        take what is sent to every address it matches (seed 004 §4.17; nothing is sent to it
+        directly, as in Artemis).
 
         Raises:
             InvalidNameError: bad name (004 §4.1). AlreadyExistsError. RoutingTypeError: no
             routing type given. InvalidArgumentError: not RoutingType values.
         """
-        check_name(name)
+        check_name(name, self.settings.syntax, wildcards=True)
         rts = parse_routing_types(routing_types)
         check_bool("auto_created", auto_created)
         if not rts:
@@ -554,6 +559,7 @@ class Broker:
             ticket = self.write([(RecordKind.ADDRESS_ADD, schema.address_add(
                 aid, name, [r.value for r in rts], auto_created))])
             addr = self.addresses[name] = Address(aid, name, rts, auto_created)
+            self.wildcards.added(name)
         self.wait(ticket)
         retroactive.ensure(self, name)  # seed 004 §4.14: its ring, when its settings ask
         with self.lock:
@@ -575,6 +581,7 @@ class Broker:
                                          f"{sorted(addr.queues)}; delete them first")
             ticket = self.write([(RecordKind.ADDRESS_DEL, schema.by_id(addr.id))])
             del self.addresses[name]
+            self.wildcards.removed(name)
         self.wait(ticket)
 
     def create_queue(self, config: QueueConfig) -> QueueInfo:
@@ -586,7 +593,7 @@ class Broker:
             RoutingTypeError: the address does not support the queue's routing type.
             AddressNotFoundError: also when its ``alternate_address`` does not exist.
         """
-        check_queue_config(config)
+        check_queue_config(config, self.settings.syntax)
         with self.lock:
             self.check_open()
             config = self._resolve_config(config)
@@ -730,7 +737,7 @@ class Broker:
     def referenced_queue(self, name: str) -> Queue:
         """The queue ``name`` refers to: a name, ``address::queue`` or ``::queue`` (lock
         held). Raises QueueNotFoundError (none, or not on that address), InvalidNameError."""
-        address, queue = queue_reference(name)
+        address, queue = queue_reference(name, self.settings.syntax)
         q = self.find_queue(queue)
         if address is not None and q.config.address != address:
             raise QueueNotFoundError(queue, address)

@@ -20,6 +20,7 @@ from engine.paging import MemoryBudget
 from engine.persistence import Persistence
 from engine.queue import MessageRef, Queue
 from engine.settings import SettingsRepository
+from engine.wildcards import WildcardIndex
 from journal import Ticket
 
 
@@ -34,6 +35,7 @@ class BrokerCore(Protocol):
         deliveries: deliveries handed out since open (their consumption order).
         closing: ``close`` has begun (it ends consumers, which must delete no queue).
         owners: queue name -> the session that declared it exclusive (``engine.exclusive``).
+        wildcards: the wildcard addresses and what they match (``engine.wildcards``).
     """
 
     lock: threading.RLock
@@ -49,6 +51,7 @@ class BrokerCore(Protocol):
     deliveries: int
     closing: bool
     owners: Dict[str, Any]
+    wildcards: WildcardIndex
 
     @property
     def persistence(self) -> Persistence: ...

@@ -1,7 +1,10 @@
 """Address and queue names: the naming rules, fully qualified queue names and routing prefixes.
 
-Seed 004 §4.1: names contain no spaces, none of ``& :: , ? >``, and not the wildcard characters
-``#`` and ``*``. §4.7: a fully qualified queue name is ``address::queue``. §4.13: the prefixes
+Seed 004 §4.1: names contain no spaces, none of ``& :: , ? >``, and the wildcard characters
+(``#`` and ``*``, or the broker's own, ``engine.wildcards``) are reserved for wildcard
+expressions: they stand as whole words in the name of an address a consumer, subscription or
+queue is bound to (``news.#``), never inside a word and never where a message is sent.
+§4.7: a fully qualified queue name is ``address::queue``. §4.13: the prefixes
 ``anycast://`` and ``multicast://`` restrict a send or a consumer to one routing type.
 §4.9.2, §4.9.6.2, §4.11.1: destination parameters after ``?`` configure the queue created
 for that destination (``orders?last-value-key=sym&non-destructive=true``).
@@ -15,21 +18,32 @@ from urllib.parse import parse_qsl
 
 from engine.errors import InvalidArgumentError, InvalidNameError
 from engine.model import RoutingType
+from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 FQQN_SEPARATOR = "::"
 RING_PREFIX = "$.artemis.internal.retroactive."  # + address: a retroactive address's ring
 MULTICAST_PREFIX = "multicast://"
 PREFIXES = {"anycast://": RoutingType.ANYCAST, MULTICAST_PREFIX: RoutingType.MULTICAST}
-FORBIDDEN = ("&", "::", ",", "?", ">", "#", "*")
+FORBIDDEN = ("&", "::", ",", "?", ">")
+RESERVED = ("#", "*")  # wildcard characters: in names only as wildcard words
 MAX_NAME = 255
 
 
-def check_name(name: str) -> str:
+def check_name(name: str, syntax: WildcardSyntax = DEFAULT_SYNTAX, wildcards: bool = False
+               ) -> str:
     """Return ``name`` if it is a valid address or queue name.
 
+    Args:
+        syntax: the broker's wildcard characters; its delimiter is allowed even if it is one
+            of the forbidden characters (the seed's example configures ``,``).
+        wildcards: whether the name may be a wildcard expression (its any-words and
+            single-word characters as whole words: ``news.#``, ``news.*.sport``), as the
+            address of a consumer, a subscription or a queue may.
+
     Raises:
-        InvalidNameError: empty, too long (over 255 characters), whitespace, or a forbidden
-            character (seed 004 §4.1).
+        InvalidNameError: empty, too long (over 255 characters), whitespace, a forbidden
+            character, or a wildcard character inside a word or where none may be (seed 004
+            §4.1).
     """
     if not isinstance(name, str) or not name:
         raise InvalidNameError(repr(name), "a name is a non-empty string")
@@ -42,8 +56,18 @@ def check_name(name: str) -> str:
     if any(ch.isspace() for ch in name):
         raise InvalidNameError(name, "names contain no spaces")
     for bad in FORBIDDEN:
-        if bad in name:
+        if bad in name and bad != syntax.delimiter:
             raise InvalidNameError(name, f"{bad!r} is not allowed")
+    wild = (syntax.any_words, syntax.single_word)
+    for ch in set(RESERVED + wild):
+        if ch not in name:
+            continue
+        if not wildcards or ch not in wild:
+            raise InvalidNameError(name, f"{ch!r} is reserved for wildcard expressions, "
+                                         f"which name only what consumers and queues bind to")
+        if any(ch in word and word != ch for word in name.split(syntax.delimiter)):
+            raise InvalidNameError(name, f"{ch!r} stands for a whole word between "
+                                         f"{syntax.delimiter!r} delimiters")
     return name
 
 
@@ -113,7 +137,8 @@ def _value(text: str, key: str, raw: str, kind: type) -> Any:
     return raw
 
 
-def queue_reference(text: str) -> Tuple[Optional[str], str]:
+def queue_reference(text: str, syntax: WildcardSyntax = DEFAULT_SYNTAX
+                    ) -> Tuple[Optional[str], str]:
     """The queue ``text`` names for management, consumers and browsers: ``queue``,
     ``address::queue`` (seed 004 §4.7: the queue must be on that address) or ``::queue``
     (no address given: the queue of that name, as the Artemis CLI's ``--queue ::name``).
@@ -125,16 +150,17 @@ def queue_reference(text: str) -> Tuple[Optional[str], str]:
         InvalidNameError: a part breaks the naming rules.
     """
     if isinstance(text, str) and text.startswith(FQQN_SEPARATOR):
-        return None, check_name(text[len(FQQN_SEPARATOR):])
-    dest = parse_destination(text)
+        return None, check_name(text[len(FQQN_SEPARATOR):], syntax, True)
+    dest = parse_destination(text, syntax)
     if dest.params:
         raise InvalidArgumentError("queue", f"{text!r}: parameters configure a queue created "
                                    f"for a consumer or a send, not one named here")
     return (dest.address, dest.queue) if dest.queue is not None else (None, dest.address)
 
 
-def parse_destination(text: str) -> Destination:
-    """Parse ``[anycast://|multicast://]address[::queue][?key=value&...]``.
+def parse_destination(text: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> Destination:
+    """Parse ``[anycast://|multicast://]address[::queue][?key=value&...]``; the address may be
+    a wildcard expression in ``syntax`` (a consumer's; a send refuses it).
 
     Raises:
         InvalidNameError: a part breaks the naming rules.
@@ -152,5 +178,6 @@ def parse_destination(text: str) -> Destination:
             break
     if isinstance(text, str) and FQQN_SEPARATOR in text:
         address, _sep, queue = text.partition(FQQN_SEPARATOR)
-        return Destination(check_name(address), check_name(queue), routing, params)
-    return Destination(check_name(text), None, routing, params)
+        return Destination(check_name(address, syntax, True), check_name(queue, syntax, True),
+                           routing, params)
+    return Destination(check_name(text, syntax, True), None, routing, params)

@@ -162,7 +162,10 @@ def spill(pages: Optional[PageFile], msg: StoredMessage, refs: Sequence[MessageR
     order keys are known) to the page files, so they leave RAM; on a failed write they stay."""
     if pages is None or not refs or msg.body is None:
         return
-    if pages.append(msg, msg.body, [(r.queue.id, r.order) for r in refs]) is None:
+    # RAM holds other references to it (copies on wildcard addresses' queues, never paged):
+    # the page file must say it still has it paged when those go
+    elsewhere = msg.refcount > len(refs)
+    if pages.append(msg, msg.body, [(r.queue.id, r.order) for r in refs], elsewhere) is None:
         return
     for ref in refs:
         ref.queue.paged.spilled(ref)

@@ -128,10 +128,13 @@ class PageFile:
     def _path(self, page: int) -> str:
         return f"{self.dir}/{page:08d}.page"
 
-    def append(self, msg: StoredMessage, body: bytes, orders: List[Tuple[int, Tuple[int, ...]]]
-               ) -> Optional[int]:
-        """Write ``msg`` for the queues of ``orders`` (``(queue id, order key)`` each).
-        Returns its page, or ``None`` when the write failed (the caller keeps it in RAM)."""
+    def append(self, msg: StoredMessage, body: bytes, orders: List[Tuple[int, Tuple[int, ...]]],
+               elsewhere: bool = False) -> Optional[int]:
+        """Write ``msg`` for the queues of ``orders`` (``(queue id, order key)`` each);
+        ``elsewhere``: RAM holds other references to it (a wildcard address's queue's copy),
+        so it is tracked in ``pending`` from now on, as a journaled one is: when those go, it
+        is still paged here. Returns its page, or ``None`` when the write failed (the caller
+        keeps it in RAM)."""
         payload = msgpack.packb([msg.mid, msg.address, msg.durable, msg.properties,
                                  msg.timestamp, msg.expiration, msg.priority, body,
                                  [[qid, list(order)] for qid, order in orders], msg.journaled],
@@ -155,9 +158,9 @@ class PageFile:
         left = self.unpassed.setdefault(self.page, {})
         for qid, _order in orders:
             left[qid] = left.get(qid, 0) + 1
-        if msg.journaled:  # the image counts it while it holds it: track it from now on
+        if msg.journaled or elsewhere:  # held elsewhere too: track it from now on
             self.pending[msg.mid] = [len(orders), False, False]
-        else:  # counted as paged by its address until a queue takes it
+        if not msg.journaled:  # counted as paged by its address until a queue takes it
             tally(self.paged_size.setdefault(self.page, {}), msg.address, 1, msg.size)
         self.written += 1
         return self.page

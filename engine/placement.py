@@ -21,14 +21,15 @@ import msgpack
 
 from engine.addressfull import Admission, admit
 from engine.core import BrokerCore
-from engine.errors import AddressNotFoundError, QueueNotFoundError, RoutingTypeError
+from engine.errors import (AddressNotFoundError, InvalidArgumentError, QueueNotFoundError,
+                           RoutingTypeError)
 from engine.groups import group_of
 from engine.model import Message, RoutingType
 from engine.names import Destination
 from engine.pagedrefs import spill
 from engine.queue import MessageRef, Queue, StoredMessage, kept_body
 from engine.queuelimits import make_room, plan
-from engine.refs import LANE_SHIFT, is_pending, lane_of, pending, placement_number
+from engine.refs import is_pending, lane_of, pending, placement_number, with_lsn
 from engine.scheduled import SCHED_PROPERTY, scheduled_time
 from journal import RecordTooLargeError, Ticket
 from journal.format import FRAME_OVERHEAD
@@ -48,12 +49,18 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     message enters its queue; an anycast address goes round-robin among the queues that
     match), and ``msg.address`` becomes the address (what ``AMQAddress`` reads).
 
+    The queues of every wildcard address that matches the address count as its own (seed 004
+    §4.17; Artemis's wildcard routing): a multicast one takes a copy, an anycast one joins the
+    round-robin. A fully qualified name picks its queue only.
+
     Raises:
-        AddressNotFoundError, QueueNotFoundError, RoutingTypeError.
+        AddressNotFoundError, QueueNotFoundError, RoutingTypeError. InvalidArgumentError: the
+        address is a wildcard expression (``check_sendable``).
     """
     addr = broker.addresses.get(dest.address)
     if addr is None:
         raise AddressNotFoundError(dest.address)
+    check_sendable(broker, addr.name)
     if msg is not None:
         msg.address = addr.name
     if dest.queue is not None:
@@ -67,6 +74,9 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
                                f"{dest.routing_type.value if dest.routing_type else '?'}")
     ring = addr.queues.get(addr.ring_name)  # a retroactive address's internal ring
     queues = [q for q in addr.queues.values() if q is not ring]
+    for name in broker.wildcards.matching(addr.name):  # bound to a wildcard that matches it
+        wild = broker.addresses[name]
+        queues += [q for q in wild.queues.values() if q.name != wild.ring_name]
     out = [q for q in queues if q.config.routing_type == RoutingType.MULTICAST
            and RoutingType.MULTICAST in wanted and _takes(q, msg)]
     anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
@@ -79,6 +89,20 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     return addr, out
 
 
+def check_sendable(broker: BrokerCore, address: str) -> None:
+    """Refuse a send to a wildcard expression: a message goes to one address, and a wildcard
+    address only gathers what is sent to the addresses it matches (Artemis never routes to a
+    wildcard address).
+
+    Raises:
+        InvalidArgumentError: ``address`` is a wildcard expression in the broker's syntax.
+    """
+    if broker.wildcards.is_wild(address):
+        raise InvalidArgumentError("address", f"{address!r} is a wildcard expression: send to "
+                                   f"one of the addresses it matches (consumers and queues "
+                                   f"bound to it receive what is sent there)")
+
+
 def _anycast_pick(addr: Any, anycast: List[Queue], msg: Optional[Message], advance: bool
                   ) -> Optional[Queue]:
     """The anycast queue a message goes to: its group's queue (``engine.groups``: a group's
@@ -87,8 +111,9 @@ def _anycast_pick(addr: Any, anycast: List[Queue], msg: Optional[Message], advan
     if len(anycast) == 1:
         return anycast[0] if _takes(anycast[0], msg) else None
     group = None if msg is None else group_of(msg)
-    pinned = addr.queues.get(addr.group_queues.get(group)) if group is not None else None
-    if pinned is not None and pinned in anycast and _takes(pinned, msg):
+    owner = addr.group_queues.get(group) if group is not None else None
+    pinned = next((q for q in anycast if q.name == owner), None) if owner else None
+    if pinned is not None and _takes(pinned, msg):
         return pinned
     for step in range(len(anycast)):
         i = (addr.cursor + step) % len(anycast)
@@ -118,8 +143,8 @@ class Placement:
         self.broker = broker
         self.now = broker.now_ms()
         self.payloads: List[Dict[str, Any]] = []
-        # (message, its references, its slot in the payloads or -1, its lane's key bits)
-        self.placed: List[Tuple[StoredMessage, List[MessageRef], int, int]] = []
+        # (message, its references (each in its lane, ``pending``), its slot or -1)
+        self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
         self.spill: List[Tuple[StoredMessage, List[MessageRef]]] = []
         self.removals: List[Removal] = []
         self.touched: Dict[int, Queue] = {}
@@ -130,7 +155,10 @@ class Placement:
     def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
             ) -> None:
         """Route one message to ``queues``; ``paged``: its address pages it (the references
-        wait with the queues' paged ones, policies not applied yet)."""
+        wait with the queues' paged ones, policies not applied yet). A copy on a wildcard
+        address's queue is never paged: Artemis pages a reference in its queue's address,
+        and a wildcard address holds nothing of its own (a message counts at the address it
+        was sent to); a durable one waits in the index all the same."""
         broker = self.broker
         at = scheduled_time(msg.scheduled_delivery_time, msg.delivery_delay,
                             msg.properties.get(SCHED_PROPERTY), self.now)
@@ -157,7 +185,9 @@ class Placement:
         refs = []
         size = len(msg.body)
         lane = lane_of(msg.priority, paged)  # its place among its queues' (Artemis priority)
+        plain = lane_of(msg.priority)
         for q in queues:
+            here = paged and q.config.address == address  # else a wildcard's copy
             self.touched[q.id] = q
             if q.limited:  # a Qpid ring makes room first (``engine.queuelimits``)
                 self._removed(make_room(q, size, self.evicted.get(q.id, 0)))
@@ -167,12 +197,13 @@ class Placement:
                 q.added += 1
                 self.scheduled = True
                 continue
-            ref = MessageRef(stored, q, pending(lane), journaled=q in journaled)
+            ref = MessageRef(stored, q, pending(lane if here else plain),
+                             journaled=q in journaled)
             if at:
                 q.scheduled.add(ref, at)
                 q.added += 1
                 self.scheduled = True
-            elif paged:
+            elif here:
                 q.add_paged(ref)
             else:
                 self._removed(q.add_tail(ref, self.now))
@@ -181,9 +212,10 @@ class Placement:
                     self.payloads[slot].setdefault("ip", []).append(
                         in_place_entry(q.id, q.in_place[-1][1]))
             refs.append(ref)
-        self.placed.append((stored, refs, slot, lane << LANE_SHIFT))
+        self.placed.append((stored, refs, slot))
         if paged:
-            self.spill.append((stored, [r for r in refs if not r.journaled]))
+            self.spill.append((stored, [r for r in refs if not r.journaled and
+                                        r.queue.config.address == address]))
 
     def _removed(self, removals: List[Removal]) -> None:
         self.removals += removals
@@ -208,13 +240,13 @@ class Placement:
             first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
             lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
         prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
-        for _stored, refs, slot, bits in self.placed:
+        for _stored, refs, slot in self.placed:
             if slot >= 0 and lsn_of is not None:
                 prev = lsn_of(slot)
             number = placement_number()
             for ref in refs:  # in its lane; one not journaled sorts after the journaled one
-                ref.order = (bits | prev[0], prev[1]) if ref.journaled and lsn_of else \
-                    (bits | prev[0], prev[1], number)                     # before it
+                ref.order = with_lsn(ref.order, prev) if ref.journaled and lsn_of else \
+                    with_lsn(ref.order, (prev[0], prev[1], number))      # before it
         for q in self.touched.values():  # Qpid last-value replacements in place
             for ref, old in q.in_place:
                 ref.order = old.order

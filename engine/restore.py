@@ -33,8 +33,9 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
     sent. One write and one wait for all items.
 
     Raises:
-        AddressNotFoundError, QueueNotFoundError (also a queue of another address, or a
-        scheduled queue the message is not on), InvalidArgumentError (a message field, a
+        AddressNotFoundError, QueueNotFoundError (also a queue of another address than the
+        message's or a wildcard address matching it, or a scheduled queue the message is not
+        on), InvalidArgumentError (a message field, a
         delivery count not an int >= 0, a due time not an int > 0), RecordTooLargeError:
         nothing restored.
     """
@@ -51,8 +52,9 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
             queues = [broker.find_queue(q) for q in counts]
             for q in queues:
                 check_int(f"delivery count on {q.name!r}", counts[q.name], 0, TIME_MAX)
-                if q.config.address != address:
-                    raise QueueNotFoundError(q.name, address)
+                if q.config.address != address and \
+                        q.config.address not in broker.wildcards.matching(address):
+                    raise QueueNotFoundError(q.name, address)  # (nor a wildcard's matching it)
             for name, at in scheduled.items():
                 if name not in counts:
                     raise QueueNotFoundError(name, address)
@@ -83,7 +85,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
                     if q.name in head:
                         heads.setdefault(q.id, []).append(mid)
             placed.append((mid, address, queues, counts, msg, on_disk, len(records),
-                           scheduled, head, lane_of(msg.priority, pg)))
+                           scheduled, head, pg))
         first_due = len(records)
         records += [(RecordKind.DUE, schema.due(qid, mids, [])) for qid, mids in heads.items()]
         ticket = broker.write(records) if records else None
@@ -91,7 +93,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
         index = 0
         prev: Tuple[int, ...] = (broker.persistence.journal.next_lsn - 1 - len(records), 1 << 62)
         due_lsn = {qid: base + first_due + i for i, qid in enumerate(heads)}
-        for mid, address, queues, counts, msg, on_disk, upto, scheduled, head, lane in placed:
+        for mid, address, queues, counts, msg, on_disk, upto, scheduled, head, pg in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
                                    msg.timestamp, msg.expiration, msg.priority,
                                    kept_body(msg.body, on_disk, queues), bool(on_disk),
@@ -105,6 +107,8 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
             transient = []
             for q in queues:
                 at = scheduled.get(q.name, 0)
+                here = q.config.address == address  # else a wildcard's copy: never paged
+                lane = lane_of(msg.priority, pg and here)
                 q.held_bytes += len(msg.body)
                 if at and q in on_disk:  # the index holds it in the queue's buffer
                     q.scheduled.added_durable(at)
@@ -119,10 +123,10 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
                     continue
                 if not ref.journaled:
                     ref.order = with_lsn(ref.order, (prev[0], prev[1], number))
-                    transient += [] if at else [ref]
+                    transient += [] if at or not here else [ref]
                 if at:
                     q.scheduled.add(ref, at)
-                elif paged:
+                elif paged and here:
                     q.add_paged(ref)
                 else:
                     q.load_tail(ref)

@@ -48,10 +48,12 @@ def ring_of(broker: BrokerCore, address: str) -> Optional[Queue]:
 
 def ensure(broker: BrokerCore, address: str) -> None:
     """Give ``address`` the ring its settings ask for (lock taken): created when the count is
-    above 0 and there is none, resized when the count changed."""
+    above 0 and there is none, resized when the count changed. A wildcard address gets none:
+    nothing is sent to it (what its queues take is kept by the rings of the addresses sent
+    to, and Artemis gives a queue the ring of its own address only)."""
     with broker.lock:
         addr = broker.addresses.get(address)
-        if addr is None:
+        if addr is None or broker.wildcards.is_wild(address):
             return
         count = broker.settings.resolve(address).retroactive_message_count or 0
         ring = ring_of(broker, address)

@@ -33,7 +33,7 @@ from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
 from engine.names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destination,
                           queue_reference)
 from engine.browser import Browser
-from engine.placement import body_of, must_wait
+from engine.placement import body_of, check_sendable, must_wait
 from engine.queue import MessageRef, Queue
 from engine.selection import Selection
 from engine.values import TIME_MAX, check_bool, check_int, check_timeout
@@ -319,7 +319,9 @@ class Session:
     def _prepared(self, destination: str, messages: Sequence[Message]
                   ) -> Tuple[Destination, List[Message]]:
         """The destination parsed and private, validated copies of the messages."""
-        return parse_destination(destination), [m.checked() for m in messages]
+        dest = parse_destination(destination, self.broker.settings.syntax)
+        check_sendable(self.broker, dest.address)
+        return dest, [m.checked() for m in messages]
 
     def _send_some(self, dest: Destination, messages: List[Message]
                    ) -> Tuple[Optional[Ticket], List[Message]]:
@@ -359,7 +361,7 @@ class Session:
         flt = parse_filter(selector, "selector")
         if isinstance(queue, str) and queue.startswith(MULTICAST_PREFIX) and \
                 FQQN_SEPARATOR not in queue:  # a topic consumer: a subscription of its own
-            dest = parse_destination(queue)
+            dest = parse_destination(queue, self.broker.settings.syntax)
             return self.create_subscriber(dest.address, window=window, selector=selector)
         q = self._resolve_queue(queue, create=True)
         return self._attach(q, window, flt)
@@ -490,11 +492,12 @@ class Session:
             _exclusive.delete(self.broker, self, name, if_empty, if_unused)
 
     def _resolve_queue(self, text: str, create: bool = False) -> Queue:
+        syntax = self.broker.settings.syntax
         if isinstance(text, str) and text.startswith(FQQN_SEPARATOR):  # ``::queue``
             with self.broker.lock:
                 self._check()
-                return self.broker.find_queue(queue_reference(text)[1])
-        dest = parse_destination(text)
+                return self.broker.find_queue(queue_reference(text, syntax)[1])
+        dest = parse_destination(text, syntax)
         if dest.params and not create:
             raise InvalidArgumentError("queue", f"{text!r}: parameters configure a queue "
                                        f"created for a consumer or a send; a browser creates "

@@ -294,8 +294,9 @@ def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueCo
                    qpid_lvq=None if config.qpid_lvq is None else QpidLvq(config.qpid_lvq))
 
 
-def check_queue_config(config: QueueConfig) -> None:
-    """Validate a queue configuration.
+def check_queue_config(config: QueueConfig, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> None:
+    """Validate a queue configuration (in the broker's wildcard ``syntax``: the address, and
+    the queue's name, may be wildcard expressions; the alternate address, sent to, not).
 
     Raises:
         InvalidNameError: bad names (queue, address, alternate address).
@@ -306,10 +307,10 @@ def check_queue_config(config: QueueConfig) -> None:
             ``engine.filters.FilterSyntaxError``), persist_last_node on a non-durable queue,
             a Qpid and an Artemis last-value key together, size limits on a last-value queue.
     """
-    check_name(config.name)
-    check_name(config.address)
+    check_name(config.name, syntax, wildcards=True)
+    check_name(config.address, syntax, wildcards=True)
     if config.alternate_address is not None:
-        check_name(config.alternate_address)
+        check_name(config.alternate_address, syntax)
     if not isinstance(config.routing_type, RoutingType):
         raise InvalidArgumentError("routing_type", f"{config.routing_type!r} is not "
                                                    f"RoutingType.ANYCAST or MULTICAST")

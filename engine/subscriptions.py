@@ -29,12 +29,14 @@ from engine.errors import (AddressNotFoundError, IllegalStateError, InvalidArgum
 from engine.model import QueueConfig, RoutingType
 from engine.names import Destination, check_name
 from engine.queue import Queue
+from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 __all__ = ["subscribe", "subscription_name", "unsubscribe"]
 
 
 def subscription_name(client_id: Optional[str], address: str, name: Optional[str],
-                      durable: bool, shared: bool) -> str:
+                      durable: bool, shared: bool, syntax: WildcardSyntax = DEFAULT_SYNTAX
+                      ) -> str:
     """The queue name of a subscription (``check_name``'s rules apply to it).
 
     Raises:
@@ -44,14 +46,15 @@ def subscription_name(client_id: Optional[str], address: str, name: Optional[str
     if shared:
         if not name:
             raise InvalidArgumentError("subscription", "a shared subscription needs a name")
-        return check_name(name)
+        return check_name(name, syntax, wildcards=True)
     if durable:
         if not client_id:
             raise InvalidArgumentError("subscription", "a durable subscription that is not "
                                        "shared is named from the client id: open the session "
                                        "from broker.connection(client_id=...)")
-        return check_name(f"{client_id}.{name or address}")
-    return f"{address}.{uuid.uuid4()}"  # a temporary subscription queue (seed 004 §4.15)
+        return check_name(f"{client_id}.{name or address}", syntax, wildcards=True)
+    # a temporary subscription queue (seed 004 §4.15), in words of the broker's syntax
+    return f"{address}{syntax.delimiter}{uuid.uuid4()}"
 
 
 def subscribe(broker: BrokerCore, client_id: Optional[str], address: str, name: Optional[str],
@@ -65,8 +68,9 @@ def subscribe(broker: BrokerCore, client_id: Optional[str], address: str, name: 
             attached to with another address or selector. As ``subscription_name`` and
             ``Broker.create_queue``.
     """
-    check_name(address)
-    qname = subscription_name(client_id, address, name, durable, shared)
+    syntax = broker.settings.syntax
+    check_name(address, syntax, wildcards=True)  # ``news.#``: what every match receives
+    qname = subscription_name(client_id, address, name, durable, shared, syntax)
     autocreate.for_send(broker, Destination(address, None, RoutingType.MULTICAST))
     addr = broker.addresses.get(address)
     if addr is None:

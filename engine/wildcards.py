@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import List, Sequence, Tuple
+from typing import Dict, List, Sequence, Set, Tuple
 
 from engine.errors import InvalidArgumentError
 
@@ -43,6 +43,15 @@ class WildcardSyntax:
 
 
 DEFAULT_SYNTAX = WildcardSyntax()
+
+
+def is_wild(name: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> bool:
+    """Whether ``name`` is a wildcard expression (a word is the any-words or single-word
+    character): an address a consumer, a subscription or a queue may be bound to, which takes
+    what is sent to every address it matches, and which no message is sent to."""
+    if syntax.any_words not in name and syntax.single_word not in name:
+        return False
+    return any(w in (syntax.any_words, syntax.single_word) for w in name.split(syntax.delimiter))
 
 
 def matches(pattern: str, address: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> bool:
@@ -82,3 +91,47 @@ def matching(patterns: Sequence[str], address: str,
     """The patterns matching ``address``, least specific first."""
     return sorted((p for p in patterns if matches(p, address, syntax)),
                   key=lambda p: specificity(p, syntax))
+
+
+class WildcardIndex:
+    """A broker's wildcard addresses and, per address sent to, those that match it (seed 004
+    §4.17, "when creating consumers"; Artemis's ``WildcardAddressManager``): a queue bound to
+    ``news.#`` takes what is sent to ``news.europe`` as if it were bound there too. Guarded by
+    the broker lock; the cache is dropped whenever a wildcard address comes or goes.
+
+    Args:
+        syntax: the broker's wildcard characters (``<wildcard-addresses>``).
+    """
+
+    def __init__(self, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> None:
+        self.syntax = syntax
+        self.names: Set[str] = set()
+        self._cache: Dict[str, Tuple[str, ...]] = {}
+
+    def is_wild(self, name: str) -> bool:
+        """Whether ``name`` is a wildcard expression in this broker's syntax."""
+        return is_wild(name, self.syntax)
+
+    def added(self, name: str) -> None:
+        """Address ``name`` was created (or loaded at open)."""
+        if self.is_wild(name):
+            self.names.add(name)
+            self._cache.clear()
+
+    def removed(self, name: str) -> None:
+        """Address ``name`` was deleted."""
+        if name in self.names:
+            self.names.discard(name)
+            self._cache.clear()
+        else:
+            self._cache.pop(name, None)
+
+    def matching(self, address: str) -> Tuple[str, ...]:
+        """The wildcard addresses matching ``address`` (a plain address), in name order."""
+        if not self.names:
+            return ()
+        found = self._cache.get(address)
+        if found is None:
+            found = tuple(sorted(w for w in self.names if matches(w, address, self.syntax)))
+            self._cache[address] = found
+        return found

@@ -313,11 +313,25 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         for queue in queues:
             if ip and self._replacing(queue, mid, ip):
                 continue
+            if paged and queue.address != address:  # a wildcard address's copy: not paged
+                self._place_apart(queue, mid, (lane_of(prio) << LANE_SHIFT | lsn, order[1]))
+                continue
             put(TRIPLE.pack(queue.id, order[0], order[1]), RefImage(mid, order), True)
             queue.count += 1
             queue.paged += paged
             counted.add(queue.id)
         return True
+
+    def _place_apart(self, queue: QueueImage, mid: int, order: Order) -> None:
+        """Put message ``mid``'s reference on ``queue`` at ``order``, not its message's order
+        key (noted in the ``moved`` table): a copy on a queue of a wildcard address that
+        matched the address sent to is not paged with the message (``engine.placement``)."""
+        t = self.tables
+        t.qref.put(order_key(queue.id, order), RefImage(mid, order), True)
+        key = ref_key(queue.id, mid)
+        t.moved.put(key, [0, order[0], order[1]], t.moved.get(key) is None)
+        queue.count += 1
+        self.counted.add(queue.id)
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
@@ -355,11 +369,12 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         """Take ``ref`` out of its table (``sched`` or ``qref``) and the ``moved`` table, and
         out of the queue's counts."""
         t = self.tables
+        apart = msg is not None and queue.address != msg.address  # a wildcard's copy
         if ref.at:
             t.sched.delete(sched_key(queue.id, ref.at, ref.order))
             queue.scheduled -= 1
         else:
-            if msg is not None and self.ledger.is_paged(msg):
+            if msg is not None and not apart and self.ledger.is_paged(msg):
                 queue.paged -= 1
             t.qref.delete(order_key(queue.id, ref.order))
             queue.count -= 1
@@ -370,6 +385,10 @@ class StoreImage(ReferenceMoves, QueueDeletions):
             t.moved.delete(key)
             if where is not None and len(where) > 3:  # moved there by a DUE record
                 self._due_gone(Location(*where[3:6]))
+        elif apart and t.moved.count:  # placed apart while its message was paged (depaged
+            key = ref_key(queue.id, ref.mid)  # since: at its message's order key now)
+            if t.moved.get(key) is not None:
+                t.moved.delete(key)
 
     def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
         msg.refcount -= 1

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from recovery.entries import MessageImage, Order, PageState
+from recovery.entries import PAGED_LANE, MessageImage, Order, PageState
 
 
 class AddressLedger:
@@ -75,10 +75,12 @@ class AddressLedger:
             self.total_bytes += size
 
     def released(self, msg: MessageImage) -> bool:
-        """``msg`` has no reference left. Returns whether it was paged."""
-        paged = self.is_paged(msg)
-        if paged:
-            state = self.pages[msg.address]
+        """``msg`` has no reference left. Returns whether it was paged: at its address's
+        paging, or journaled as paged and never depaged (a copy on a wildcard address's queue
+        outlived its references on its address's queues, and later depages went past it)."""
+        state = self.pages.get(msg.address)
+        paged = state is not None and (msg.order >= state.start or msg.lane == PAGED_LANE)
+        if state is not None and paged:
             state.messages -= 1
             state.size -= msg.body_size
             if state.messages <= 0:

@@ -30,8 +30,8 @@ def _check_add(directory: str, name: str, address: str, routing_type: str,
     from engine.names import check_name
     from tools.offline import OfflineStore
 
-    check_name(name)
-    check_name(address)
+    check_name(name, wildcards=True)  # a queue may be bound to a wildcard address (news.#)
+    check_name(address, wildcards=True)
     with OfflineStore(directory) as store:
         if any(q.name == name for q in store.image.queues.values()):
             raise AlreadyExistsError("queue", name)
@@ -75,7 +75,9 @@ def register_admin(main: click.Group) -> None:
     @STORE
     @click.argument("name")
     @click.option("--address", help="The address to bind it to (default: NAME); created when "
-                                    "missing, with the queue's routing type.")
+                                    "missing, with the queue's routing type. A wildcard "
+                                    "expression (news.#, news.*.sport) takes what is sent to "
+                                    "every address it matches.")
     @click.option("--routing-type", type=click.Choice(["anycast", "multicast"]),
                   default="anycast", show_default=True)
     @click.option("--durable", is_flag=True, default=True, show_default=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import List
 
 from click.testing import CliRunner
 
@@ -23,6 +24,17 @@ def build(d: Path) -> None:
         b.create_queue(QueueConfig("jobs", "jobs"))
         with b.session() as s:
             s.send("jobs", Message(b"x"))
+
+
+def add_then_refuse(d: Path, good: List[str], bad: List[str], says: str) -> None:
+    """``mqstore add queue`` with ``good`` arguments succeeds; with ``bad`` ones it fails,
+    saying ``says``, and changes no byte of the store."""
+    got = run("add", "queue", str(d), *good)
+    assert got.exit_code == 0, got.output
+    before = digest(d)
+    refused = run("add", "queue", str(d), *bad)
+    assert refused.exit_code == 1 and says in refused.output
+    assert digest(d) == before
 
 
 def test_add_queue_creates_what_was_asked(tmp_path: Path) -> None:
@@ -196,13 +208,9 @@ def test_export_import_keeps_qpid_queues_and_in_place_positions(tmp_path: Path) 
 def test_add_queue_with_a_filter_and_list_it(tmp_path: Path) -> None:
     d = tmp_path / "s"
     build(d)
-    got = run("add", "queue", str(d), "reds", "--address", "jobs", "--filter",
-              "color = 'red'")
-    assert got.exit_code == 0, got.output
-    before = digest(d)
-    bad = run("add", "queue", str(d), "blues", "--address", "jobs", "--filter", "color =")
-    assert bad.exit_code == 1 and "not an Artemis filter expression" in bad.output
-    assert digest(d) == before
+    add_then_refuse(d, ["reds", "--address", "jobs", "--filter", "color = 'red'"],
+                    ["blues", "--address", "jobs", "--filter", "color ="],
+                    "not an Artemis filter expression")
     listed = run("queues", str(d), "--columns", "queue,filter", "--json")
     assert {"queue": "reds", "filter": "color = 'red'"} in json.loads(listed.output)
     with Broker.open(str(d)) as b, b.session() as s:
@@ -210,3 +218,17 @@ def test_add_queue_with_a_filter_and_list_it(tmp_path: Path) -> None:
             s.send("jobs", Message(b"", {"color": color}))
         assert b.queue_info("reds").message_count == 1
         assert b.queue_info("jobs").message_count == 1 + 3
+
+
+def test_add_queue_on_a_wildcard_address_takes_what_its_matches_get(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    build(d)
+    add_then_refuse(d, ["every-job", "--address", "jobs.#", "--routing-type", "multicast"],
+                    ["x", "--address", "jobs#"], "invalid name")  # '#' not a whole word
+    with Broker.open(str(d)) as b:
+        b.create_address("jobs.eu", {RoutingType.MULTICAST})
+        with b.session() as s:
+            s.send("jobs.eu", Message(b"eu"))
+            s.send("jobs", Message(b"p2p"))  # 'jobs.#' matches 'jobs', anycast only: no copy
+        with b.session() as s:
+            assert [m.message.body for m in s.create_browser("every-job")] == [b"eu"]
