@@ -44,6 +44,7 @@ from engine.persistence import Persistence
 from engine.settings import (AddressSettings, SettingsRepository, check_match,
                              check_queue_config, checked_settings, resolve_queue_config)
 from engine.values import TIME_MAX, check_bool, check_int, check_text
+from engine.config import deploy, load_config, open_arguments
 from engine.wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax, matches
 from engine.policies import build_policies
 from engine.address import Address
@@ -120,7 +121,8 @@ class Broker:
              rebuild_index: bool = False,
              memory_budget: int = DEFAULT_BUDGET,
              global_max_size: int = UNLIMITED,
-             progress: Optional[Progress] = None) -> "Broker":
+             progress: Optional[Progress] = None,
+             config: Optional[str] = None) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -153,6 +155,10 @@ class Broker:
             progress: called as ``progress(records replayed, records to replay)`` after each
                 1,000 records the open replays from the journal (a rebuild, or the tail after
                 the index), for a progress display; ``None``: not called.
+            config: an Artemis ``broker.xml`` or a TOML file (``engine.config``): its address
+                settings (``address_settings`` entries of the same match win), wildcard
+                syntax and global-max-size apply, and its addresses and queues are created
+                when the store lacks them. Read and checked before the directory is touched.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -160,13 +166,18 @@ class Broker:
         Raises:
             DirectoryLockedError: another opener holds the directory (this process or another).
             InvalidArgumentError: a bad ``address_settings`` entry (match pattern or value);
-                checked before the directory is touched.
+                checked before the directory is touched. ``ConfigError``: a configuration
+                file that cannot be applied (names the file and where in it).
             CorruptJournalError: journal damage that is not a torn tail, a missing segment
                 (``MissingSegmentError``), a journal that ends before what the index proves
                 durable (``JournalBehindError``): names the file and offset; nothing changed.
             JournalIOError: an OS error.
             After any error nothing is held: the directory can be opened again at once.
         """
+        cfg = load_config(config) if config is not None else None
+        if cfg is not None:
+            address_settings, wildcard_syntax, global_max_size = open_arguments(
+                cfg, address_settings, wildcard_syntax, global_max_size, UNLIMITED)
         fs = fs or OsFileSystem()
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
@@ -202,13 +213,20 @@ class Broker:
                             wildcard_syntax=wildcard_syntax, clock=clock,
                             expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
                             rebuild_index=True, memory_budget=memory_budget,
-                            global_max_size=global_max_size, progress=progress)
+                            global_max_size=global_max_size, progress=progress,
+                            config=config)
         except BaseException:
             storage.release()
             raise
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
         broker.scheduler.start()
+        if cfg is not None:
+            try:
+                deploy(broker, cfg)
+            except BaseException:
+                broker.close()
+                raise
         return broker
 
     def _load(self, image: StoreImage) -> None:

@@ -22,8 +22,10 @@ class InvalidNameError(EngineError):
     def __init__(self, name: str, why: str) -> None:
         self.name = name
         super().__init__(f"invalid name {name!r}: {why}",
-                         hint="names may not contain spaces, '&', '::', ',', '?', '>', "
-                              "or the wildcard characters '#' and '*' (seed 004 §4.1)")
+                         hint="names may not contain spaces, '&', '::', ',', '?', '>'; "
+                              "the wildcard characters '#' and '*' stand only as whole words "
+                              "of a wildcard address such as news.# (Artemis manual, "
+                              "\"Address and Queue Naming Requirements\")")
 
 
 class AddressNotFoundError(EngineError):

@@ -284,9 +284,11 @@ def spark_report(directory: str, out: str, master: str) -> None:
 
 from tools.admin import register_admin  # noqa: E402  (qpid-config-style administration)
 from tools.commands import register  # noqa: E402  (the data commands)
+from tools.configcmd import register_config  # noqa: E402  (broker.xml and TOML files)
 
 register(main)
 register_admin(main)
+register_config(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()
