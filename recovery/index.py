@@ -43,20 +43,27 @@ def _load_madvise():  # type: ignore[no-untyped-def]
 _MADVISE = _load_madvise()
 
 
-def mapped_range(path: str) -> Optional[Tuple[int, int]]:
-    """The address range this process maps ``path`` at (``/proc/self/maps``), or ``None``."""
+def mapped_ranges(path: str) -> List[Tuple[int, int]]:
+    """The address ranges at which this process maps the file ``path`` shared
+    (``/proc/self/maps``): the mappings whose path is exactly that file's, never another
+    file whose path merely ends the same way (another store at ``/x/tmp/s`` when this one is
+    ``/tmp/s``), and never the memory between two mappings (``MADV_DONTNEED`` there would
+    zero the process's heap)."""
     real = os.path.realpath(path)
-    start = end = None
+    out: List[Tuple[int, int]] = []
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
-                if line.rstrip().endswith(real):
-                    lo, hi = (int(x, 16) for x in line.split(None, 1)[0].split("-"))
-                    start = lo if start is None else min(start, lo)
-                    end = hi if end is None else max(end, hi)
-    except OSError:
-        return None
-    return None if start is None or end is None else (start, end)
+                fields = line.rstrip("\n").split(None, 5)
+                if len(fields) < 6 or fields[5] != real or "s" not in fields[1]:
+                    continue
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                out.append((lo, hi))
+    except (OSError, ValueError):
+        return []
+    return out
+
+
 DAMAGED_FILE = "damaged"  # written when damage is found at run time; the next open rebuilds
 
 
@@ -108,7 +115,7 @@ class LmdbIndex(IndexStore):
 
     def _open(self) -> None:
         lmdb = self._lmdb
-        self._map: Optional[Tuple[int, int]] = None
+        self._map: Optional[List[Tuple[int, int]]] = None
         try:
             self._env = lmdb.open(self.directory, map_size=MAP_SIZE, max_dbs=len(TABLES) + 1,
                                   subdir=True, readonly=self.read_only, lock=not self.read_only,
@@ -230,9 +237,8 @@ class LmdbIndex(IndexStore):
         if _MADVISE is None:
             return
         if self._map is None:
-            self._map = mapped_range(os.path.join(self.directory, DATA_FILE)) or (0, 0)
-        start, end = self._map
-        if end > start:
+            self._map = mapped_ranges(os.path.join(self.directory, DATA_FILE))
+        for start, end in self._map:
             _MADVISE(start, end - start, MADV_DONTNEED)
 
     def destroy(self) -> None:
