@@ -1,0 +1,120 @@
+"""The kombu transport (issue 17): ``kombu.Connection("mqstore:///dir")`` and a Celery worker on
+it with no server. A message taken and not acked is in delivery in mqstore, so a closed channel,
+a requeue and a killed process all give it back, redelivered; an ack is mqstore's durable ack."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("kombu")
+pytest.importorskip("celery")
+
+from kombu import Connection  # noqa: E402
+
+import tools.kombu_transport  # noqa: E402,F401  (registers mqstore://)
+from engine import Broker  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def url(d: Path) -> str:
+    return f"mqstore://{d}"
+
+
+def test_put_get_ack_and_what_is_not_acked_comes_back(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        for n in range(3):
+            q.put({"n": n})
+        m = q.get(timeout=1)
+        assert m.payload == {"n": 0} and not m.delivery_info.get("redelivered")
+        m.ack()
+        m = q.get(timeout=1)
+        assert m.payload == {"n": 1}  # taken, never acked
+        m = q.get(timeout=1)
+        m.reject(requeue=True)  # back at once
+        q.close()
+    with Broker.open(str(d)) as b:  # the store holds both, durably; no connection is open
+        assert b.queue_info("jobs").message_count == 2
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        got = [q.get(timeout=1) for _ in range(2)]
+        assert sorted(m.payload["n"] for m in got) == [1, 2]
+        assert all(m.delivery_info.get("redelivered") for m in got)
+        got[0].reject()  # not requeued: gone (no dead-letter address is set)
+        got[1].ack()
+        assert q.qsize() == 0
+        q.close()
+
+
+def test_no_ack_consumers_and_purge(tmp_path: Path) -> None:
+    with Connection(url(tmp_path / "s")) as conn:
+        q = conn.SimpleQueue("a", no_ack=True)
+        q.put("x")
+        q.put("y")
+        assert q.get(timeout=1).payload == "x"
+        assert q.qsize() == 1
+        assert q.clear() == 1
+        q.close()
+    with Broker.open(str(tmp_path / "s")) as b:
+        assert b.queue_info("a").message_count == 0
+
+
+def test_a_killed_consumer_process_loses_nothing(tmp_path: Path) -> None:
+    d = tmp_path / "s"
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        q.put({"n": 7})
+        q.close()
+    child = textwrap.dedent(f"""
+        import os, signal, sys
+        import tools.kombu_transport
+        from kombu import Connection
+        conn = Connection({url(d)!r})
+        m = conn.SimpleQueue("jobs").get(timeout=5)
+        print(m.payload["n"], flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # mid-task, never acked
+    """)
+    got = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert got.returncode == -signal.SIGKILL and got.stdout.strip() == "7", got.stderr
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        m = q.get(timeout=1)
+        assert m.payload == {"n": 7} and m.delivery_info.get("redelivered")
+        m.ack()
+        q.close()
+
+
+def test_a_celery_task_round_trip_with_a_worker_retries_and_acks_late(tmp_path: Path) -> None:
+    from celery import Celery
+    from celery.contrib.testing.worker import start_worker
+
+    app = Celery("mqstore-test", broker=url(tmp_path / "s"), backend="cache+memory://",
+                 set_as_current=False)
+    app.conf.update(task_acks_late=True, worker_enable_remote_control=False,
+                    worker_send_task_events=False, broker_connection_retry_on_startup=True)
+    runs = []
+
+    @app.task(bind=True, max_retries=3)
+    def add(self, x: int, y: int) -> int:  # type: ignore[no-untyped-def]
+        runs.append(self.request.retries)
+        if self.request.retries < 2:
+            raise self.retry(countdown=0)
+        return x + y
+
+    with start_worker(app, pool="solo", perform_ping_check=False, shutdown_timeout=10):
+        assert add.delay(2, 3).get(timeout=30) == 5
+    assert runs == [0, 1, 2]
+    app.close()
+    assert tools.kombu_transport.close_stores() == 1  # (Celery keeps a connection of its own)
+    with Broker.open(str(tmp_path / "s")) as b:  # every attempt acked: nothing left
+        assert b.queue_info("celery").message_count == 0
