@@ -282,6 +282,41 @@ def spark_report(directory: str, out: str, master: str) -> None:
     console.print(f"report: {r.html}")
 
 
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+@click.option("--samples", default=100, show_default=True, help="Crash states to take.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the crash choices.")
+def crashtest(path: str, samples: int, seed: int) -> None:
+    """Crash-test the workload in PATH: a Python file defining workload(broker, ledger),
+    check(broker, ledger) and optionally setup(broker) (tools.crashtest). Exit 1 when a
+    crash state breaks a promise."""
+    from tools.crashtest import crash_test, load_module
+
+    module = load_module(path)
+    for name in ("workload", "check"):
+        if not callable(getattr(module, name, None)):
+            raise click.UsageError(f"{path} defines no {name}() function")
+    with console.status(f"crash-testing {path}..."):
+        report = crash_test(module.workload, module.check, getattr(module, "setup", None),
+                            samples, seed)
+    table = Table(title=f"{path}: {report.states} crash states checked, "
+                        f"{report.operations:,} file operations")
+    for col in ("state", "after", "made", "what broke"):
+        table.add_column(col, overflow="fold")
+    for f in report.failures[:20]:
+        table.add_row(str(f.state), f.phase, f.made, f.error)
+    if report.failures:
+        console.print(table)
+        console.print(f"[red]{len(report.failures)} crash state(s) broke a promise[/red] "
+                      f"(rerun with --seed {seed} to reproduce)")
+        raise SystemExit(1)
+    if not report.operations:
+        console.print(f"[yellow]{path}: the workload wrote nothing durable: only the crash "
+                      f"after it was checked[/yellow]")
+    click.echo(f"{path}: ok, {report.states} crash states checked "
+               f"({report.operations:,} file operations)")
+
+
 from tools.admin import register_admin  # noqa: E402  (qpid-config-style administration)
 from tools.commands import register  # noqa: E402  (the data commands)
 from tools.configcmd import register_config  # noqa: E402  (broker.xml and TOML files)
