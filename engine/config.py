@@ -329,11 +329,22 @@ def deploy(broker: Any, config: BrokerConfig) -> List[str]:
     deleting it would drop messages. Returns what was done, one line each.
 
     Raises:
-        As ``Broker.create_address``/``create_queue``/``set_ring_size`` (a queue configured on
-        an address that lacks its routing type...).
+        ConfigError: a queue to create on an existing address that lacks its routing type
+            (nothing created then). As ``Broker.create_address``/``create_queue``/
+            ``set_ring_size``.
     """
     for note in config.notes:
         log.warning("%s: %s", config.source, note)
+    names = set(broker.queue_names())
+    for a in config.addresses:  # refused before anything is created
+        if a.name not in broker.address_names():
+            continue
+        have = set(broker.address_info(a.name).routing_types)
+        for q in a.queues:
+            if q.name not in names and q.routing_type not in have:
+                raise ConfigError(config.source, f"addresses[{a.name!r}]", f"queue {q.name!r} "
+                                  f"is {q.routing_type.value}, but the store's address "
+                                  f"{a.name!r} is {', '.join(sorted(r.value for r in have))}")
     done: List[str] = []
     for a in config.addresses:
         if a.name not in broker.address_names():

@@ -138,7 +138,8 @@ class Channel(virtual.Channel):
             consumer.close()
         try:
             self._broker.delete_queue(queue)
-            self._broker.delete_address(queue)
+            if not self._broker.address_info(queue).queues:  # (unless others use it)
+                self._broker.delete_address(queue)
         except (QueueNotFoundError, AddressNotFoundError):
             pass
 

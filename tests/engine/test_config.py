@@ -588,3 +588,16 @@ def test_open_arguments_and_the_file_must_agree(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="wildcard_syntax"):
         Broker.open(str(tmp_path / "s"), config=str(path),
                     wildcard_syntax=WildcardSyntax(delimiter=","))
+
+
+def test_a_queue_the_stores_address_cannot_take_is_refused_before_anything_is_made(
+        tmp_path: Path) -> None:
+    with Broker.open(str(tmp_path / "s")) as b:
+        b.create_address("orders", {RoutingType.MULTICAST})
+    path = tmp_path / "broker.xml"
+    path.write_text('<address name="new"><anycast/></address>'
+                    '<address name="orders"><anycast><queue name="o"/></anycast></address>')
+    with pytest.raises(ConfigError, match="queue 'o' is anycast"):
+        Broker.open(str(tmp_path / "s"), config=str(path))
+    with Broker.open(str(tmp_path / "s")) as b:
+        assert b.address_names() == ["orders"]
