@@ -18,12 +18,14 @@ from engine.filters import FilterSyntaxError
 from engine.model import (AddressInfo, DeletedQueue, Message, PolicyType, QueueConfig,
                           QueueInfo, ReceivedMessage, RoutingType, ScheduledMessage)
 from engine.session import Browser, Consumer, Delivery, Session
+from engine.config import ConfigError
 from engine.settings import AddressFullPolicy, AddressSettings
 from engine.wildcards import WildcardSyntax
 
 __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",
     "AddressSettings", "AsyncConsumer", "AsyncSession", "AlreadyExistsError", "Broker",
+    "ConfigError",
     "BrokerFailedError", "Browser", "Connection", "Consumer", "DeletedQueue", "Delivery",
     "EngineError",
     "ExclusiveQueueError", "FilterSyntaxError", "IllegalStateError", "InvalidArgumentError",
