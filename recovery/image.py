@@ -322,17 +322,6 @@ class StoreImage(ReferenceMoves, QueueDeletions):
             counted.add(queue.id)
         return True
 
-    def _place_apart(self, queue: QueueImage, mid: int, order: Order) -> None:
-        """Put message ``mid``'s reference on ``queue`` at ``order``, not its message's order
-        key (noted in the ``moved`` table): a copy on a queue of a wildcard address that
-        matched the address sent to is not paged with the message (``engine.placement``)."""
-        t = self.tables
-        t.qref.put(order_key(queue.id, order), RefImage(mid, order), True)
-        key = ref_key(queue.id, mid)
-        t.moved.put(key, [0, order[0], order[1]], t.moved.get(key) is None)
-        queue.count += 1
-        self.counted.add(queue.id)
-
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
         or ``None`` when there was nothing to remove."""

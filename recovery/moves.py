@@ -11,6 +11,10 @@ of its scheduled buffer; ``StoreImage`` (``recovery.image``) inherits them.
   place of the one it replaces (seed 002): it takes that one's order key (also when that
   one's record is gone: the entry names the key), noted in the ``moved`` table; the replaced
   one waits for the record's ack of it (``_replacing``).
+- A MESSAGE record of a paged message also reaching a queue of a wildcard address (another
+  address than the message's) puts that copy at its priority lane's key, not paged, noted in
+  the ``moved`` table (``_place_apart``; seed 004 §4.17, Artemis pages a reference at its
+  queue's own address).
 
 The methods use the image's tables and its reference bookkeeping (``_unplace``, ``_ack``,
 ``_tx_done``): they are part of ``StoreImage``, kept apart to keep each module to one subject.
@@ -98,6 +102,17 @@ class ReferenceMoves:
         queue.count += 1
         self.counted.add(queue.id)
         return True
+
+    def _place_apart(self, queue: QueueImage, mid: int, order: Order) -> None:
+        """Put message ``mid``'s reference on ``queue`` at ``order``, not its message's order
+        key (noted in the ``moved`` table): a copy on a queue of a wildcard address that
+        matched the address sent to is not paged with the message (``engine.placement``)."""
+        t = self.tables
+        t.qref.put(order_key(queue.id, order), RefImage(mid, order), True)
+        key = ref_key(queue.id, mid)
+        t.moved.put(key, [0, order[0], order[1]], t.moved.get(key) is None)
+        queue.count += 1
+        self.counted.add(queue.id)
 
     def scheduled_refs(self, qid: int, upto: Optional[int] = None, limit: int = 1024,
                        after: Optional[RefImage] = None) -> List[RefImage]:
