@@ -1,0 +1,31 @@
+"""The public namespace (issue 17): ``from mqstore import ...`` gives the curated API; every
+error it exports is an ``MqStoreError``; the integrations are its submodules."""
+
+from __future__ import annotations
+
+import importlib
+
+import mqstore
+
+
+def test_every_exported_name_is_there_and_public() -> None:
+    for name in mqstore.__all__:
+        assert hasattr(mqstore, name), name
+        assert not name.startswith("_") or name == "__version__"
+    namespace: dict = {}
+    exec("from mqstore import *", namespace)
+    assert "Broker" in namespace and "MqStoreError" in namespace
+
+
+def test_every_exported_error_is_an_mqstore_error() -> None:
+    errors = [getattr(mqstore, n) for n in mqstore.__all__
+              if isinstance(getattr(mqstore, n), type)
+              and issubclass(getattr(mqstore, n), BaseException)]
+    assert len(errors) > 20
+    assert all(issubclass(e, mqstore.MqStoreError) for e in errors)
+
+
+def test_the_integrations_are_submodules() -> None:
+    assert callable(importlib.import_module("mqstore.crashtest").crash_test)
+    assert importlib.import_module("mqstore.kombu").Transport.driver_type == "mqstore"
+    assert callable(importlib.import_module("mqstore.metrics").serve_metrics)
