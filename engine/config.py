@@ -135,10 +135,18 @@ def parse_toml(text: str, source: str = "mqstore.toml") -> BrokerConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    return from_mapping(data, source)
+
+
+def from_mapping(data: Mapping[str, Any], source: str = "configuration") -> BrokerConfig:
+    """A configuration given as nested dicts and lists in the TOML form (the module
+    docstring), checked. Raises ConfigError."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(source, "", "a table of sections is needed")
     known = ("global-max-size", "wildcard-addresses", "address-settings", "addresses")
     for key in data:
         if key not in known:
-            raise ConfigError(source, key, f"unknown key (known: {', '.join(known)})")
+            raise ConfigError(source, str(key), f"unknown key (known: {', '.join(known)})")
     return _build(data, [], source)
 
 
@@ -241,7 +249,10 @@ def _address(name: Any, entry: Any, syntax: WildcardSyntax, source: str) -> Addr
         (RoutingType.ANYCAST,)
     queues = []
     for kind in ("anycast", "multicast"):
-        for q in entry.get(kind, ()):
+        listed = entry.get(kind, ())
+        if not isinstance(listed, (list, tuple)):
+            raise ConfigError(source, f"{where}.{kind}", "a list of queues is needed")
+        for q in listed:
             queues.append(_queue(q, name, RoutingType(kind), syntax, f"{where}.{kind}", source))
     return AddressConfig(name, types, tuple(queues))
 

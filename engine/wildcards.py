@@ -35,7 +35,7 @@ class WildcardSyntax:
 
     def __post_init__(self) -> None:
         chars = (self.delimiter, self.any_words, self.single_word)
-        if any(len(c) != 1 for c in chars) or len(set(chars)) != 3:
+        if any(not isinstance(c, str) or len(c) != 1 for c in chars) or len(set(chars)) != 3:
             raise InvalidArgumentError("wildcard syntax", "the delimiter, any-words and "
                                        "single-word characters must be three different single "
                                        f"characters (got {chars!r}; Artemis's are '.', '#', "

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from xml.sax.saxutils import escape
 from typing import Callable, List
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import Broker, Message, QueueConfig, ResourceLimitError, RoutingType
-from engine.config import ConfigError, load_config, parse_toml, parse_xml
+from engine.config import ConfigError, from_mapping, load_config, parse_toml, parse_xml
 
 Check = Callable[[Broker], None]
 
@@ -601,3 +604,57 @@ def test_a_queue_the_stores_address_cannot_take_is_refused_before_anything_is_ma
         Broker.open(str(tmp_path / "s"), config=str(path))
     with Broker.open(str(tmp_path / "s")) as b:
         assert b.address_names() == ["orders"]
+
+
+# any file, made of the vocabulary a broker.xml uses and random values: a BrokerConfig or a
+# ConfigError, never another exception
+_TAGS = ["configuration", "core", "addresses", "address", "anycast", "multicast", "queue",
+         "address-settings", "address-setting", "wildcard-addresses", "delimiter", "any-words",
+         "single-word", "enabled", "global-max-size", "durable", "filter", "acceptors",
+         "acceptor", "max-size-bytes", "default-ring-size", "address-full-policy",
+         "default-address-routing-type", "redelivery-delay-multiplier", "dead-letter-address",
+         "page-size-bytes", "bogus"]
+_ATTRS = ["name", "match", "ring-size", "max-consumers", "exclusive", "string", "last-value",
+          "purge-on-no-consumers", "odd"]
+_VALUES = st.one_of(st.sampled_from(["", "-1", "0", "3", "10MB", "1GiB", "true", "false",
+                                     "TRUE", "PAGE", "ANYCAST", "a.#", "#", "a b", "a#b", ",",
+                                     "1.5", "nan", "x" * 300, "tcp://h:1?anycastPrefix=q://"]),
+                    st.text(max_size=8))
+
+
+@st.composite
+def _element(draw: st.DrawFn, depth: int = 0) -> str:
+    tag = draw(st.sampled_from(_TAGS))
+    attrs = draw(st.dictionaries(st.sampled_from(_ATTRS), _VALUES, max_size=3))
+    text = "".join(f' {k}="{escape(v, {chr(34): "&quot;"})}"' for k, v in attrs.items())
+    children = draw(st.lists(_element(depth + 1), max_size=3)) if depth < 3 else []
+    body = "".join(children) or escape(draw(_VALUES))
+    return f"<{tag}{text}>{body}</{tag}>"
+
+
+@settings(max_examples=300, deadline=None)
+@given(xml=st.lists(_element(), min_size=1, max_size=3).map("".join))
+def test_any_broker_xml_is_a_config_or_a_config_error(xml: str) -> None:
+    try:
+        parse_xml(xml, "f.xml")
+    except ConfigError:
+        pass
+
+
+_TOML_VALUES = st.recursive(
+    st.one_of(st.booleans(), st.integers(-5, 2**70), st.floats(allow_nan=True),
+              st.sampled_from(["", "3", "10MB", "true", "PAGE", "a.#", "a b", "#"])),
+    lambda inner: st.one_of(st.lists(inner, max_size=3),
+                            st.dictionaries(st.sampled_from(_TAGS + _ATTRS + ["anycast"]),
+                                            inner, max_size=3)), max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.dictionaries(st.sampled_from(["global-max-size", "wildcard-addresses",
+                                             "address-settings", "addresses", "other"]),
+                            _TOML_VALUES, max_size=4))
+def test_any_toml_table_is_a_config_or_a_config_error(data: dict) -> None:
+    try:
+        from_mapping(data, "f.toml")
+    except ConfigError:
+        pass

@@ -352,3 +352,11 @@ def test_a_paged_message_whose_address_queues_went_is_still_counted_right(tmp_pa
     info = b.address_info("news.eu")
     assert (info.paging, info.paged_count, info.number_of_messages) == (False, 0, 0)
     b.close()
+
+
+@pytest.mark.parametrize("chars", [(1, "#", "*"), (".", "##", "*"), (".", ".", "*"),
+                                   (".", None, "*")])
+def test_a_wildcard_syntax_of_other_than_three_distinct_characters_is_refused(
+        chars: tuple) -> None:
+    with pytest.raises(InvalidArgumentError):
+        WildcardSyntax(*chars)
