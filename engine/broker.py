@@ -177,7 +177,7 @@ class Broker:
         cfg = load_config(config) if config is not None else None
         if cfg is not None:
             address_settings, wildcard_syntax, global_max_size = open_arguments(
-                cfg, address_settings, wildcard_syntax, global_max_size, UNLIMITED)
+                cfg, address_settings, wildcard_syntax, global_max_size)
         fs = fs or OsFileSystem()
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)

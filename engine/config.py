@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, get_args, get_type_hints
 
 from engine import brokerxml
+from engine.addressfull import UNLIMITED
 from engine.errors import InvalidArgumentError, InvalidNameError, MqStoreError
 from engine.model import QueueConfig, RoutingType
 from engine.names import MULTICAST_PREFIX, PREFIXES, check_name
@@ -309,7 +310,7 @@ def _number(value: Any, kind: type, where: str, source: str, size: bool = False)
 
 
 def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str, Any]],
-                   syntax: WildcardSyntax, global_max_size: int, unlimited: int
+                   syntax: WildcardSyntax, global_max_size: int
                    ) -> Tuple[Dict[str, Any], WildcardSyntax, int]:
     """What ``Broker.open`` uses with ``config`` and its own arguments: the file's settings
     overlaid by ``address_settings`` entries of the same match, the file's syntax and
@@ -326,7 +327,7 @@ def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str,
                               "another wildcard_syntax")
         syntax = config.wildcard_syntax
     if config.global_max_size is not None:
-        if global_max_size not in (unlimited, config.global_max_size):
+        if global_max_size not in (UNLIMITED, config.global_max_size):
             raise ConfigError(config.source, "global-max-size", "Broker.open was given "
                               "another global_max_size")
         global_max_size = config.global_max_size

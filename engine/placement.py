@@ -183,6 +183,7 @@ class Placement:
         if queues and not journaled:
             broker.sizes.add_transient(stored, paged)
         refs = []
+        paged_refs = []  # journaled nowhere and paged: for the page files
         size = len(msg.body)
         lane = lane_of(msg.priority, paged)  # its place among its queues' (Artemis priority)
         plain = lane_of(msg.priority)
@@ -205,6 +206,8 @@ class Placement:
                 self.scheduled = True
             elif here:
                 q.add_paged(ref)
+                if not ref.journaled:
+                    paged_refs.append(ref)
             else:
                 self._removed(q.add_tail(ref, self.now))
                 if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
@@ -213,9 +216,8 @@ class Placement:
                         in_place_entry(q.id, q.in_place[-1][1]))
             refs.append(ref)
         self.placed.append((stored, refs, slot))
-        if paged:
-            self.spill.append((stored, [r for r in refs if not r.journaled and
-                                        r.queue.config.address == address]))
+        if paged_refs:
+            self.spill.append((stored, paged_refs))
 
     def _removed(self, removals: List[Removal]) -> None:
         self.removals += removals

@@ -144,13 +144,15 @@ class Channel(virtual.Channel):
             pass
 
     def _put(self, queue: str, message: Dict[str, Any], **kwargs: Any) -> None:
-        if not self._has_queue(queue):  # as the other virtual transports: made on first use
-            self._new_queue(queue)
         props = message.get("properties") or {}
         priority = props.get("priority") or 0
-        self._session.send(queue, Message(
-            dumps(message).encode("utf-8"), durable=props.get("delivery_mode", 2) == 2,
-            priority=min(max(int(priority), 0), 9)))
+        msg = Message(dumps(message).encode("utf-8"), durable=props.get("delivery_mode", 2) == 2,
+                      priority=min(max(int(priority), 0), 9))
+        try:
+            self._session.send(queue, msg)
+        except AddressNotFoundError:  # as the other virtual transports: made on first use
+            self._new_queue(queue)
+            self._session.send(queue, msg)
 
     def _get(self, queue: str, timeout: Optional[float] = None) -> Dict[str, Any]:
         consumer = self._consumers_by_queue.get(queue)
