@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Set
 
-from engine.addressfull import AddressSizes
-from engine.model import AddressInfo, RoutingType
-from engine.names import RING_PREFIX
-from engine.queue import Queue
-from engine.settings import AddressSettings
+from .addressfull import AddressSizes
+from .model import AddressInfo, RoutingType
+from .names import RING_PREFIX
+from .queue import Queue
+from .settings import AddressSettings
 
 
 @dataclass

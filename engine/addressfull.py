@@ -25,10 +25,10 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from engine.errors import AddressFullError
-from engine.paging import StoredMessage
-from engine.settings import AddressFullPolicy, AddressSettings
-from recovery import StoreImage
+from .errors import AddressFullError
+from .paging import StoredMessage
+from .settings import AddressFullPolicy, AddressSettings
+from mqstore.recovery import StoreImage
 
 T = TypeVar("T")
 UNLIMITED = -1

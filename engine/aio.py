@@ -12,14 +12,14 @@ import asyncio
 import time
 from typing import Optional, Sequence
 
-from engine.broker import Broker
-from engine.addressfull import deadline_of, timed_out
-from engine.errors import BrokerFailedError
-from engine.model import Message
-from engine.queue import MessageRef
-from engine.session import Consumer, Delivery, Session
-from engine.values import check_timeout
-from journal import JournalError, Ticket
+from .broker import Broker
+from .addressfull import deadline_of, timed_out
+from .errors import BrokerFailedError
+from .model import Message
+from .queue import MessageRef
+from .session import Consumer, Delivery, Session
+from .values import check_timeout
+from mqstore.journal import JournalError, Ticket
 
 
 async def _wait(broker: Broker, ticket: Optional[Ticket]) -> None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from engine.core import BrokerCore
-from engine.errors import QueueNotFoundError
-from engine.model import QueueConfig, RoutingType
-from engine.names import Destination
-from engine.queue import Queue
+from .core import BrokerCore
+from .errors import QueueNotFoundError
+from .model import QueueConfig, RoutingType
+from .names import Destination
+from .queue import Queue
 
 
 def for_send(broker: BrokerCore, dest: Destination) -> None:

@@ -19,45 +19,45 @@ import threading
 from dataclasses import replace
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from engine.errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
-                           ExclusiveQueueError, IllegalStateError, QueueInUseError,
-                           QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
-                           RoutingTypeError)
-from engine import retroactive
-from engine.connection import Connection
-from engine.control import QueueControl
-from engine.deleted import DeletedQueues
-from engine.model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
-                          RoutingType, ScheduledMessage, now_ms, parse_routing_types)
-from engine.lastnode import LastNode, enter as enter_last_node, leave as leave_last_node
-from engine.scheduler import Scheduler
-from engine.scheduling import deliver_now, remove_scheduled
-from engine.names import check_name, queue_reference
-from engine.opening import OpenedStorage, open_storage
-from engine.orphans import move_orphans
-from engine.queuelimits import count_held_bytes
-from engine.delivery import serve_waiters
-from engine.restart import end_open_deliveries, end_recovered_deliveries
-from engine.restore import restore_messages
-from engine.session import Session
-from engine.persistence import Persistence
-from engine.settings import (AddressSettings, SettingsRepository, check_match,
-                             check_queue_config, checked_settings, resolve_queue_config)
-from engine.values import TIME_MAX, check_bool, check_int, check_text
-from engine.config import deploy, load_config, open_arguments
-from engine.wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax, matches
-from engine.policies import build_policies
-from engine.address import Address
-from engine.addressfull import UNLIMITED, AddressSizes, Room
-from engine.pagefile import PageFile
-from engine.paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
-                           MessageCache, StoredMessage)
-from engine.queue import MessageRef, Queue
-from journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
-from recovery import (IndexInvalidError, IndexStore, MessageImage, Progress, RecoveryReport,
-                      StoreImage, relocate)
-from recovery import schema
-from recovery.schema import RecordKind
+from .errors import (AddressNotFoundError, AlreadyExistsError, BrokerFailedError,
+                     ExclusiveQueueError, IllegalStateError, QueueInUseError,
+                     QueueNotEmptyError, QueueNotFoundError, ResourceLimitError,
+                     RoutingTypeError)
+from . import retroactive
+from .connection import Connection
+from .control import QueueControl
+from .deleted import DeletedQueues
+from .model import (AddressInfo, BrokerStatistics, DeletedQueue, QueueConfig, QueueInfo,
+                    RoutingType, ScheduledMessage, now_ms, parse_routing_types)
+from .lastnode import LastNode, enter as enter_last_node, leave as leave_last_node
+from .scheduler import Scheduler
+from .scheduling import deliver_now, remove_scheduled
+from .names import check_name, queue_reference
+from .opening import OpenedStorage, open_storage
+from .orphans import move_orphans
+from .queuelimits import count_held_bytes
+from .delivery import serve_waiters
+from .restart import end_open_deliveries, end_recovered_deliveries
+from .restore import restore_messages
+from .session import Session
+from .persistence import Persistence
+from .settings import (AddressSettings, SettingsRepository, check_match,
+                       check_queue_config, checked_settings, resolve_queue_config)
+from .values import TIME_MAX, check_bool, check_int, check_text
+from .config import deploy, load_config, open_arguments
+from .wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax, matches
+from .policies import build_policies
+from .address import Address
+from .addressfull import UNLIMITED, AddressSizes, Room
+from .pagefile import PageFile
+from .paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
+                     MessageCache, StoredMessage)
+from .queue import MessageRef, Queue
+from mqstore.journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
+from mqstore.recovery import (IndexInvalidError, IndexStore, MessageImage, Progress, RecoveryReport,
+                              StoreImage, relocate)
+from mqstore.recovery import schema
+from mqstore.recovery.schema import RecordKind
 
 
 class Broker:
@@ -438,7 +438,7 @@ class Broker:
         Raises:
             QueueNotFoundError, InvalidNameError: nothing removed. BrokerFailedError.
         """
-        from engine.purge import purge
+        from .purge import purge
         with self.lock:
             self.check_open()
             ticket, removed = purge(self, self.referenced_queue(name))
@@ -461,7 +461,7 @@ class Broker:
         Returns:
             How many messages expired.
         """
-        from engine.deadletter import expire_messages
+        from .deadletter import expire_messages
         with self.lock:
             self.check_open()
             count, ticket = expire_messages(self)

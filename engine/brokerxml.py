@@ -33,7 +33,7 @@ from xml.etree import ElementTree
 import defusedxml.ElementTree as SafeTree
 from defusedxml import DefusedXmlException
 
-from engine.settings import AddressSettings
+from .settings import AddressSettings
 
 Raw = Dict[str, Any]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from engine.filters import Filter
-from engine.model import ReceivedMessage
-from engine.placement import body_of
-from engine.queue import Queue
+from .filters import Filter
+from .model import ReceivedMessage
+from .placement import body_of
+from .queue import Queue
 
 
 class Browser:

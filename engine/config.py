@@ -36,14 +36,14 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, get_args, get_type_hints
 
-from engine import brokerxml
-from engine.addressfull import UNLIMITED
-from engine.errors import InvalidArgumentError, InvalidNameError, MqStoreError
-from engine.model import QueueConfig, RoutingType
-from engine.names import MULTICAST_PREFIX, PREFIXES, check_name
-from engine.settings import (AddressFullPolicy, AddressSettings, check_match,
-                             check_queue_config, checked_settings)
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
+from . import brokerxml
+from .addressfull import UNLIMITED
+from .errors import InvalidArgumentError, InvalidNameError, MqStoreError
+from .model import QueueConfig, RoutingType
+from .names import MULTICAST_PREFIX, PREFIXES, check_name
+from .settings import (AddressFullPolicy, AddressSettings, check_match,
+                       check_queue_config, checked_settings)
+from .wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 log = logging.getLogger("mqstore.engine")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, List, Optional
 
-from engine.errors import IllegalStateError
+from .errors import IllegalStateError
 
 _ids = itertools.count(1)
 

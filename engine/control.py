@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from engine.core import BrokerCore
-from engine.delivery import depage_for
-from engine.errors import InvalidArgumentError
-from engine.filters import Filter, parse_filter
-from engine.model import QueueInfo
-from engine.orphans import CHUNK, settle_out, take
-from engine.queue import MessageRef, Queue
-from engine.selection import Selection
-from engine.values import TIME_MAX, check_int
-from journal import Ticket
-from recovery.schema import AckReason
+from .core import BrokerCore
+from .delivery import depage_for
+from .errors import InvalidArgumentError
+from .filters import Filter, parse_filter
+from .model import QueueInfo
+from .orphans import CHUNK, settle_out, take
+from .queue import MessageRef, Queue
+from .selection import Selection
+from .values import TIME_MAX, check_int
+from mqstore.journal import Ticket
+from mqstore.recovery.schema import AckReason
 
 __all__ = ["QueueControl"]
 

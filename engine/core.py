@@ -12,16 +12,16 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Optional, Protocol
 
-from engine.address import Address
-from engine.addressfull import AddressSizes, Room
-from engine.model import QueueConfig, QueueInfo
-from engine.pagefile import PageFile
-from engine.paging import MemoryBudget
-from engine.persistence import Persistence
-from engine.queue import MessageRef, Queue
-from engine.settings import SettingsRepository
-from engine.wildcards import WildcardIndex
-from journal import Ticket
+from .address import Address
+from .addressfull import AddressSizes, Room
+from .model import QueueConfig, QueueInfo
+from .pagefile import PageFile
+from .paging import MemoryBudget
+from .persistence import Persistence
+from .queue import MessageRef, Queue
+from .settings import SettingsRepository
+from .wildcards import WildcardIndex
+from mqstore.journal import Ticket
 
 
 class BrokerCore(Protocol):

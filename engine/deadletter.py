@@ -19,15 +19,15 @@ from __future__ import annotations
 import logging
 from typing import List, Optional, Sequence, Tuple
 
-from engine.core import BrokerCore
-from engine.autocreate import maybe_delete
-from engine.model import Message
-from engine.names import Destination
-from engine.placement import Placement, body_of, forget, route
-from engine.queue import MessageRef, Queue
-from journal import Ticket
-from recovery import schema
-from recovery.schema import AckReason
+from .core import BrokerCore
+from .autocreate import maybe_delete
+from .model import Message
+from .names import Destination
+from .placement import Placement, body_of, forget, route
+from .queue import MessageRef, Queue
+from mqstore.journal import Ticket
+from mqstore.recovery import schema
+from mqstore.recovery.schema import AckReason
 
 log = logging.getLogger("mqstore.engine")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Iterable, List
 
-from engine.model import DeletedQueue, RoutingType
-from recovery.entries import KEEP_DELETED, DeletedQueueImage
+from .model import DeletedQueue, RoutingType
+from mqstore.recovery.entries import KEEP_DELETED, DeletedQueueImage
 
 
 class DeletedQueues:

@@ -20,23 +20,23 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-from engine.core import BrokerCore
-from engine.deadletter import expire_now, move_out
-from engine.depage import depage
-from engine.exclusive import not_local
-from engine.groups import take_for
-from engine.model import Message
-from engine.names import Destination
-from engine.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
-                              fitting_bound, forget, record_bound, route)
-from engine.queue import MessageRef, Queue
-from engine.refs import lane_in
-from engine.scheduling import promote_due, redelivery_delay
-from journal import RecordTooLargeError, Ticket
-from journal.format import FRAME_OVERHEAD
-from recovery import schema
-from recovery.moves import is_head_order
-from recovery.schema import AckReason, RecordKind
+from .core import BrokerCore
+from .deadletter import expire_now, move_out
+from .depage import depage
+from .exclusive import not_local
+from .groups import take_for
+from .model import Message
+from .names import Destination
+from .placement import (ACK_BOUND, Placement, Removal, admission, chunks,
+                        fitting_bound, forget, record_bound, route)
+from .queue import MessageRef, Queue
+from .refs import lane_in
+from .scheduling import promote_due, redelivery_delay
+from mqstore.journal import RecordTooLargeError, Ticket
+from mqstore.journal.format import FRAME_OVERHEAD
+from mqstore.recovery import schema
+from mqstore.recovery.moves import is_head_order
+from mqstore.recovery.schema import AckReason, RecordKind
 
 
 def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],

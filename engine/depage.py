@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from engine.address import Address
-from engine.core import BrokerCore
-from engine.queue import MessageRef, Order, Queue
-from engine.refs import lane_of, pending, with_lsn
-from journal import Ticket
-from recovery import schema
-from recovery.schema import RecordKind
+from .address import Address
+from .core import BrokerCore
+from .queue import MessageRef, Order, Queue
+from .refs import lane_of, pending, with_lsn
+from mqstore.journal import Ticket
+from mqstore.recovery import schema
+from mqstore.recovery.schema import RecordKind
 
 Removal = Tuple[MessageRef, str]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from journal.errors import MqStoreError
+from mqstore.journal.errors import MqStoreError
 
 
 class EngineError(MqStoreError):

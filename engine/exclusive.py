@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any, List, Optional
 
-from engine.autocreate import auto_delete, idle
-from engine.core import BrokerCore
-from engine.errors import ExclusiveQueueError
-from engine.queue import Queue
+from .autocreate import auto_delete, idle
+from .core import BrokerCore
+from .errors import ExclusiveQueueError
+from .queue import Queue
 
 
 def check_use(broker: BrokerCore, session: Any, queue: Queue) -> None:

@@ -32,7 +32,7 @@ from typing import Any, Callable, Optional, Tuple
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
-from engine.errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 __all__ = ["Filter", "FilterSyntaxError", "parse_filter"]
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from engine.filters import Filter
-from engine.model import GROUP_ID
-from engine.refs import MessageRef
-from engine.selection import Queue, Selection
+from .filters import Filter
+from .model import GROUP_ID
+from .refs import MessageRef
+from .selection import Queue, Selection
 
 __all__ = ["GROUP_ID", "Groups", "group_of", "take_for"]
 

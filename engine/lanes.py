@@ -15,7 +15,7 @@ import bisect
 from collections import deque
 from typing import Any, Deque, Dict, Iterable, Iterator, List, Optional
 
-from recovery.entries import LANE_SHIFT, lane_in
+from mqstore.recovery.entries import LANE_SHIFT, lane_in
 
 __all__ = ["Lanes"]
 

@@ -22,13 +22,13 @@ from __future__ import annotations
 import heapq
 from typing import Any, Dict, List, Optional, Tuple
 
-from engine.core import BrokerCore
-from engine.queue import MessageRef, Queue
-from engine.refs import in_lane, lane_of
-from engine.values import TIME_MAX, check_int
-from journal import Ticket
-from recovery import schema
-from recovery.schema import RecordKind
+from .core import BrokerCore
+from .queue import MessageRef, Queue
+from .refs import in_lane, lane_of
+from .values import TIME_MAX, check_int
+from mqstore.journal import Ticket
+from mqstore.recovery import schema
+from mqstore.recovery.schema import RecordKind
 
 
 class LastNode:

@@ -10,9 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Mapping, Optional, Set, Tuple
 
-from engine.errors import InvalidArgumentError
-from engine.values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
-                           packed_properties)
+from .errors import InvalidArgumentError
+from .values import (TIME_MAX, check_body, check_bool, check_int, check_properties,
+                     packed_properties)
 
 
 class RoutingType(str, enum.Enum):

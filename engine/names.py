@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qsl
 
-from engine.errors import InvalidArgumentError, InvalidNameError
-from engine.model import RoutingType
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
+from .errors import InvalidArgumentError, InvalidNameError
+from .model import RoutingType
+from .wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 FQQN_SEPARATOR = "::"
 RING_PREFIX = "$.artemis.internal.retroactive."  # + address: a retroactive address's ring

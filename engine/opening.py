@@ -13,9 +13,10 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from journal import (DirectoryLockedError, FileSystem, JournalIOError, JournalOptions,
-                     OsFileSystem)
-from recovery import INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, Progress, Recovered, recover
+from mqstore.journal import (DirectoryLockedError, FileSystem, JournalIOError, JournalOptions,
+                             OsFileSystem)
+from mqstore.recovery import (INDEX_DIR, IndexStore, LmdbIndex, MemoryIndex, Progress, Recovered,
+                              recover)
 
 STORE_LOCK = "store.lock"
 

@@ -20,17 +20,17 @@ from __future__ import annotations
 import logging
 from typing import List, Optional, Tuple, Union
 
-from engine.core import BrokerCore
-from engine.deadletter import copy_of
-from engine.model import Message
-from engine.names import Destination
-from engine.placement import ACK_BOUND, Placement, forget, record_bound, route
-from engine.queue import MessageRef, Queue
-from engine.values import TIME_MAX
-from journal import Ticket
-from journal.format import FRAME_OVERHEAD
-from recovery import schema
-from recovery.schema import AckReason
+from .core import BrokerCore
+from .deadletter import copy_of
+from .model import Message
+from .names import Destination
+from .placement import ACK_BOUND, Placement, forget, record_bound, route
+from .queue import MessageRef, Queue
+from .values import TIME_MAX
+from mqstore.journal import Ticket
+from mqstore.journal.format import FRAME_OVERHEAD
+from mqstore.recovery import schema
+from mqstore.recovery.schema import AckReason
 
 log = logging.getLogger("mqstore.engine")
 

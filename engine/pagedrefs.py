@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from engine.pagefile import PageCursor, PagedEntry, PageFile
-from engine.paging import IndexReader, MessageCache, StoredMessage
-from engine.refs import MessageRef, Order, below
+from .pagefile import PageCursor, PagedEntry, PageFile
+from .paging import IndexReader, MessageCache, StoredMessage
+from .refs import MessageRef, Order, below
 
 
 class PagedRefs:

@@ -34,10 +34,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import msgpack
 
-from engine.addressfull import tally
-from engine.paging import StoredMessage
-from journal import FileSystem
-from journal.crc import crc32c
+from .addressfull import tally
+from .paging import StoredMessage
+from mqstore.journal import FileSystem
+from mqstore.journal.crc import crc32c
 
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 

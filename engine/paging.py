@@ -17,8 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from engine.model import Message
-from recovery import IndexInvalidError, StoreImage
+from .model import Message
+from mqstore.recovery import IndexInvalidError, StoreImage
 
 DEFAULT_BUDGET = 64 << 20  # bytes
 REF_BYTES = 300            # a MessageRef, its place in a deque, its cache entry

@@ -17,11 +17,11 @@ import threading
 from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
-from journal import Journal, Location, Ticket
-from engine.paging import give_back_memory
-from recovery import IndexStore, StoreImage, write_index
-from recovery.errors import IndexInvalidError
-from recovery.schema import RecordKind
+from mqstore.journal import Journal, Location, Ticket
+from .paging import give_back_memory
+from mqstore.recovery import IndexStore, StoreImage, write_index
+from mqstore.recovery.errors import IndexInvalidError
+from mqstore.recovery.schema import RecordKind
 
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 

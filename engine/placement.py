@@ -19,22 +19,22 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import msgpack
 
-from engine.addressfull import Admission, admit
-from engine.core import BrokerCore
-from engine.errors import (AddressNotFoundError, InvalidArgumentError, QueueNotFoundError,
-                           RoutingTypeError)
-from engine.groups import group_of
-from engine.model import Message, RoutingType
-from engine.names import Destination
-from engine.pagedrefs import spill
-from engine.queue import MessageRef, Queue, StoredMessage, kept_body
-from engine.queuelimits import make_room, plan
-from engine.refs import is_pending, lane_of, pending, placement_number, with_lsn
-from engine.scheduled import SCHED_PROPERTY, scheduled_time
-from journal import RecordTooLargeError, Ticket
-from journal.format import FRAME_OVERHEAD
-from recovery import schema
-from recovery.schema import AckReason, RecordKind
+from .addressfull import Admission, admit
+from .core import BrokerCore
+from .errors import (AddressNotFoundError, InvalidArgumentError, QueueNotFoundError,
+                     RoutingTypeError)
+from .groups import group_of
+from .model import Message, RoutingType
+from .names import Destination
+from .pagedrefs import spill
+from .queue import MessageRef, Queue, StoredMessage, kept_body
+from .queuelimits import make_room, plan
+from .refs import is_pending, lane_of, pending, placement_number, with_lsn
+from .scheduled import SCHED_PROPERTY, scheduled_time
+from mqstore.journal import RecordTooLargeError, Ticket
+from mqstore.journal.format import FRAME_OVERHEAD
+from mqstore.recovery import schema
+from mqstore.recovery.schema import AckReason, RecordKind
 
 log = logging.getLogger("mqstore.engine")
 

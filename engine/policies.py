@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
 
-from engine.model import QPID_LVQ_KEY, QpidLvq
-from recovery.schema import AckReason
+from .model import QPID_LVQ_KEY, QpidLvq
+from mqstore.recovery.schema import AckReason
 
 if TYPE_CHECKING:  # pragma: no cover
-    from engine.queue import MessageRef, Queue  # for type hints only (no import at run time)
+    from .queue import MessageRef, Queue  # for type hints only (no import at run time)
 
 Removal = Tuple["MessageRef", str]
 

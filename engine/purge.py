@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from engine.core import BrokerCore
-from engine.orphans import CHUNK, settle_out, take
-from engine.queue import Queue
-from journal import Ticket
-from recovery.schema import AckReason
+from .core import BrokerCore
+from .orphans import CHUNK, settle_out, take
+from .queue import Queue
+from mqstore.journal import Ticket
+from mqstore.recovery.schema import AckReason
 
 
 def purge(broker: BrokerCore, queue: Queue) -> Tuple[Optional[Ticket], int]:

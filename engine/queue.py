@@ -16,17 +16,17 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from engine.filters import parse_filter
-from engine.groups import Groups
-from engine.lanes import Lanes
-from engine.model import QueueConfig, QueueInfo
-from engine.pagedrefs import PagedRefs
-from engine.pagefile import PageFile
-from engine.paging import IndexReader, MessageCache, StoredMessage
-from engine.refs import MessageRef, Order, below, kept_body, lane_in
-from engine.scheduled import ScheduledBuffer
-from engine.selection import offer, to_index
-from recovery.schema import AckReason
+from .filters import parse_filter
+from .groups import Groups
+from .lanes import Lanes
+from .model import QueueConfig, QueueInfo
+from .pagedrefs import PagedRefs
+from .pagefile import PageFile
+from .paging import IndexReader, MessageCache, StoredMessage
+from .refs import MessageRef, Order, below, kept_body, lane_in
+from .scheduled import ScheduledBuffer
+from .selection import offer, to_index
+from mqstore.recovery.schema import AckReason
 
 __all__ = ["MessageRef", "Order", "Queue", "StoredMessage", "kept_body"]
 

@@ -30,11 +30,11 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
-from engine.errors import QueueFullError
-from engine.model import Message, PolicyType, QueueConfig
-from engine.queue import MessageRef, Queue
-from engine.scheduled import SCHED_PROPERTY, scheduled_time
-from recovery.schema import AckReason
+from .errors import QueueFullError
+from .model import Message, PolicyType, QueueConfig
+from .queue import MessageRef, Queue
+from .scheduled import SCHED_PROPERTY, scheduled_time
+from mqstore.recovery.schema import AckReason
 
 Removal = Tuple[MessageRef, str]
 RINGS = (PolicyType.RING, PolicyType.RING_STRICT)

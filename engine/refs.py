@@ -10,8 +10,8 @@ from __future__ import annotations
 import itertools
 from typing import Any, Optional, Sequence, Tuple
 
-from engine.paging import StoredMessage
-from recovery.entries import LANE_SHIFT, LSN_MASK, below, in_lane, lane_in, lane_of, lsn_in
+from .paging import StoredMessage
+from mqstore.recovery.entries import LANE_SHIFT, LSN_MASK, below, in_lane, lane_in, lane_of, lsn_in
 
 __all__ = ["LANE_SHIFT", "MessageRef", "Order", "below", "in_lane", "is_pending", "kept_body",
            "lane_in", "lane_of", "lsn_in", "pending", "placement_number", "with_lsn"]

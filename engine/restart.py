@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from typing import List, Tuple
 
-from engine.core import BrokerCore
-from engine.delivery import cancel
-from engine.errors import BrokerFailedError
-from engine.queue import Queue
-from journal import Location
-from recovery import RefImage, StoreImage
+from .core import BrokerCore
+from .delivery import cancel
+from .errors import BrokerFailedError
+from .queue import Queue
+from mqstore.journal import Location
+from mqstore.recovery import RefImage, StoreImage
 
 
 def end_open_deliveries(broker: BrokerCore) -> None:

@@ -9,16 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Sequence, Tuple
 
-from engine.core import BrokerCore
-from engine.errors import AddressNotFoundError, QueueNotFoundError
-from engine.pagedrefs import spill
-from engine.placement import fitting_bound
-from engine.queue import MessageRef, StoredMessage, kept_body
-from engine.refs import lane_of, pending, placement_number, with_lsn
-from engine.values import TIME_MAX, check_int
-from recovery import schema
-from recovery.image import head_order
-from recovery.schema import RecordKind
+from .core import BrokerCore
+from .errors import AddressNotFoundError, QueueNotFoundError
+from .pagedrefs import spill
+from .placement import fitting_bound
+from .queue import MessageRef, StoredMessage, kept_body
+from .refs import lane_of, pending, placement_number, with_lsn
+from .values import TIME_MAX, check_int
+from mqstore.recovery import schema
+from mqstore.recovery.image import head_order
+from mqstore.recovery.schema import RecordKind
 
 
 def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> None:

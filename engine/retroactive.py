@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from engine.core import BrokerCore
-from engine.model import Message, QueueConfig, RoutingType
-from engine.names import RING_PREFIX
-from engine.placement import Placement, body_of, fitting_bound
-from engine.queue import Queue
+from .core import BrokerCore
+from .model import Message, QueueConfig, RoutingType
+from .names import RING_PREFIX
+from .placement import Placement, body_of, fitting_bound
+from .queue import Queue
 
 __all__ = ["RING_PREFIX", "copy_to", "ensure", "is_ring", "ring_of"]
 

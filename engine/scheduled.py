@@ -15,8 +15,8 @@ import heapq
 import itertools
 from typing import Any, List, Optional, Tuple
 
-from engine.paging import IndexReader, MessageCache
-from engine.refs import MessageRef
+from .paging import IndexReader, MessageCache
+from .refs import MessageRef
 
 _numbers = itertools.count(1).__next__
 SCHED_PROPERTY = "_AMQ_SCHED_DELIVERY"  # Artemis: the scheduled delivery time, ms since epoch

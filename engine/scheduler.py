@@ -16,15 +16,15 @@ import threading
 import weakref
 from typing import Callable, List, Optional
 
-from engine.autocreate import run_due_auto_deletes
-from engine.core import BrokerCore
-from engine.errors import BrokerFailedError, IllegalStateError, MessageNotFoundError
-from engine.model import ScheduledMessage
-from engine.placement import body_of
-from engine.queue import Queue
-from engine.scheduling import promote_due
-from engine.values import TIME_MAX, check_int
-from journal import Ticket
+from .autocreate import run_due_auto_deletes
+from .core import BrokerCore
+from .errors import BrokerFailedError, IllegalStateError, MessageNotFoundError
+from .model import ScheduledMessage
+from .placement import body_of
+from .queue import Queue
+from .scheduling import promote_due
+from .values import TIME_MAX, check_int
+from mqstore.journal import Ticket
 
 MAX_SLEEP = 60.0  # seconds
 

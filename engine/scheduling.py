@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from typing import Any, List, Optional, Tuple
 
-from engine.core import BrokerCore
-from engine.placement import forget
-from engine.queue import MessageRef, Queue
-from engine.refs import lane_of, pending, placement_number, with_lsn
-from journal import Ticket
-from recovery import schema
-from recovery.image import HEAD_SHIFT, head_order
-from recovery.schema import AckReason, RecordKind
+from .core import BrokerCore
+from .placement import forget
+from .queue import MessageRef, Queue
+from .refs import lane_of, pending, placement_number, with_lsn
+from mqstore.journal import Ticket
+from mqstore.recovery import schema
+from mqstore.recovery.image import HEAD_SHIFT, head_order
+from mqstore.recovery.schema import AckReason, RecordKind
 
 STEP = 4096  # references one DUE record puts on a queue's head at most (< 2**HEAD_SHIFT)
 

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 
-from engine.filters import Filter
-from engine.lanes import Lanes
-from engine.paging import IndexReader, StoredMessage
-from engine.refs import MessageRef, Order, below, lane_in
+from .filters import Filter
+from .lanes import Lanes
+from .paging import IndexReader, StoredMessage
+from .refs import MessageRef, Order, below, lane_in
 
 __all__ = ["Selection"]
 

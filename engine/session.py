@@ -19,26 +19,26 @@ from __future__ import annotations
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from engine.core import BrokerCore
-from engine import autocreate
-from engine import delivery as ops
-from engine import exclusive as _exclusive
-from engine import subscriptions
-from engine.deadletter import move_out
-from engine.addressfull import deadline_of, timed_out
-from engine.errors import (IllegalStateError, InvalidArgumentError, QueueNotFoundError,
-                           ResourceLimitError)
-from engine.filters import Filter, parse_filter
-from engine.model import Message, QueueConfig, QueueInfo, ReceivedMessage
-from engine.names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destination,
-                          queue_reference)
-from engine.browser import Browser
-from engine.placement import body_of, check_sendable, must_wait
-from engine.queue import MessageRef, Queue
-from engine.selection import Selection
-from engine.values import TIME_MAX, check_bool, check_int, check_timeout
-from journal import Ticket
-from recovery.schema import AckReason
+from .core import BrokerCore
+from . import autocreate
+from . import delivery as ops
+from . import exclusive as _exclusive
+from . import subscriptions
+from .deadletter import move_out
+from .addressfull import deadline_of, timed_out
+from .errors import (IllegalStateError, InvalidArgumentError, QueueNotFoundError,
+                     ResourceLimitError)
+from .filters import Filter, parse_filter
+from .model import Message, QueueConfig, QueueInfo, ReceivedMessage
+from .names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destination,
+                    queue_reference)
+from .browser import Browser
+from .placement import body_of, check_sendable, must_wait
+from .queue import MessageRef, Queue
+from .selection import Selection
+from .values import TIME_MAX, check_bool, check_int, check_timeout
+from mqstore.journal import Ticket
+from mqstore.recovery.schema import AckReason
 
 DEFAULT_WINDOW = 1000
 

@@ -19,12 +19,12 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Dict, Mapping, Optional
 
-from engine.errors import InvalidArgumentError
-from engine.filters import parse_filter
-from engine.model import PolicyType, QpidLvq, QueueConfig, RoutingType
-from engine.names import check_name
-from engine.values import TIME_MAX, check_bool, check_choice, check_int, check_text
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
+from .errors import InvalidArgumentError
+from .filters import parse_filter
+from .model import PolicyType, QpidLvq, QueueConfig, RoutingType
+from .names import check_name
+from .values import TIME_MAX, check_bool, check_choice, check_int, check_text
+from .wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
 

@@ -22,14 +22,14 @@ from __future__ import annotations
 import uuid
 from typing import Optional
 
-from engine import autocreate
-from engine.core import BrokerCore
-from engine.errors import (AddressNotFoundError, IllegalStateError, InvalidArgumentError,
-                           QueueInUseError, QueueNotFoundError, RoutingTypeError)
-from engine.model import QueueConfig, RoutingType
-from engine.names import Destination, check_name
-from engine.queue import Queue
-from engine.wildcards import DEFAULT_SYNTAX, WildcardSyntax
+from . import autocreate
+from .core import BrokerCore
+from .errors import (AddressNotFoundError, IllegalStateError, InvalidArgumentError,
+                     QueueInUseError, QueueNotFoundError, RoutingTypeError)
+from .model import QueueConfig, RoutingType
+from .names import Destination, check_name
+from .queue import Queue
+from .wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 __all__ = ["subscribe", "subscription_name", "unsubscribe"]
 

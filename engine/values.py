@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple, Type, TypeVar
 
 import msgpack
 
-from engine.errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 INT_MIN = -(1 << 63)          # msgpack's signed range
 UINT_MAX = (1 << 64) - 1      # msgpack's unsigned range

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Sequence, Set, Tuple
 
-from engine.errors import InvalidArgumentError
+from .errors import InvalidArgumentError
 
 
 @dataclass(frozen=True)

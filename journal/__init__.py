@@ -8,17 +8,17 @@ read), ``Location``, the file-system seam (``FileSystem``, ``OsFileSystem``,
 
 import logging
 
-from journal.compaction import CompactionReport
-from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
-                            JournalClosedError, JournalError, JournalFailedError,
-                            JournalIOError, MqStoreError, ReadOnlyError, RecordTooLargeError)
-from journal.fs import FileSystem, OsFileSystem
-from journal.journal import Journal, JournalOptions, JournalStatistics
-from journal.opening import OpenReport, SkippedRange
-from journal.records import FrameRun, Record, unpack_payload
-from journal.segment import Location, SegmentSummary
-from journal.simfs import SimulatedFileSystem
-from journal.tickets import Ticket
+from .compaction import CompactionReport
+from .errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
+                     JournalClosedError, JournalError, JournalFailedError,
+                     JournalIOError, MqStoreError, ReadOnlyError, RecordTooLargeError)
+from .fs import FileSystem, OsFileSystem
+from .journal import Journal, JournalOptions, JournalStatistics
+from .opening import OpenReport, SkippedRange
+from .records import FrameRun, Record, unpack_payload
+from .segment import Location, SegmentSummary
+from .simfs import SimulatedFileSystem
+from .tickets import Ticket
 
 # a library logs, the application decides what is shown: without its own configuration,
 # nothing of mqstore's loggers (mqstore.journal, .recovery, .engine) reaches stderr

@@ -8,7 +8,7 @@ from typing import Any
 
 import msgpack
 
-from journal.errors import InvalidRecordError
+from .errors import InvalidRecordError
 
 _packer = threading.local()
 

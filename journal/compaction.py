@@ -23,16 +23,16 @@ from typing import Dict, List, Optional, Set, Tuple
 import msgpack
 from pyroaring import BitMap64
 
-from journal.core import JournalCore
-from journal.errors import JournalIOError
-from journal.format import (SEGMENT_FLAG_COMPACTED, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
-                            SegmentHeader, decode_control, encode_control, encode_frame)
-from journal.fs import FileSystem
-from journal.liveness import Liveness
-from journal.manifest import MANIFEST_FILE, SegmentManifest, write_atomically
-from journal.records import Record, iter_segment_records
-from journal.segment import (COMPACT_SUFFIX, TMP_SUFFIX, Location, SegmentInfo, join,
-                             segment_name)
+from .core import JournalCore
+from .errors import JournalIOError
+from .format import (SEGMENT_FLAG_COMPACTED, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
+                     SegmentHeader, decode_control, encode_control, encode_frame)
+from .fs import FileSystem
+from .liveness import Liveness
+from .manifest import MANIFEST_FILE, SegmentManifest, write_atomically
+from .records import Record, iter_segment_records
+from .segment import (COMPACT_SUFFIX, TMP_SUFFIX, Location, SegmentInfo, join,
+                      segment_name)
 
 
 CONTROL_FILE = "compact.ctl"
@@ -198,7 +198,7 @@ def compact(journal: JournalCore, force: bool) -> CompactionReport:
 def _layout(j: JournalCore, records: List[Record], first_seq: int, limit_seq: int
             ) -> List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]]:
     """Assign every copied record a place in new output segments (no I/O yet)."""
-    from journal.writer import new_generation
+    from .writer import new_generation
 
     outs: List[Tuple[SegmentInfo, List[Tuple[Record, Location]]]] = []
     size = j._options.segment_size

@@ -14,11 +14,11 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Dict, Optional, Protocol
 
-from journal.fs import FileSystem
-from journal.manifest import SegmentManifest
-from journal.options import JournalOptions
-from journal.segment import SegmentInfo
-from journal.tickets import Batch
+from .fs import FileSystem
+from .manifest import SegmentManifest
+from .options import JournalOptions
+from .segment import SegmentInfo
+from .tickets import Batch
 
 
 class JournalCore(Protocol):

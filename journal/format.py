@@ -54,7 +54,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
-from journal.crc import crc32c
+from .crc import crc32c
 
 FORMAT_VERSION = 1
 
@@ -182,7 +182,7 @@ def encode_run_reference(buf: bytearray, records: List[Tuple[int, bytes]], index
 
 encode_run: Callable[..., int]
 try:  # the compiled encoder (setup.py builds it; optional)
-    from journal._frames import encode_run
+    from ._frames import encode_run
 except ImportError:  # pragma: no cover - exercised only where the extension was not built
     encode_run = encode_run_reference
 

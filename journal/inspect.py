@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Optional, Union
 
-from journal.format import (FRAME_HEADER_SIZE, SEGMENT_HEADER_SIZE)
-from journal.segment import (NEED_MORE, ZERO_END, FrameInfo, decode_run, find_valid_frames,
-                             last_nonzero)
+from .format import (FRAME_HEADER_SIZE, SEGMENT_HEADER_SIZE)
+from .segment import (NEED_MORE, ZERO_END, FrameInfo, decode_run, find_valid_frames,
+                      last_nonzero)
 
 
 @dataclass(frozen=True)

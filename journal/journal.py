@@ -22,24 +22,24 @@ from asyncio import CancelledError, get_running_loop
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 
-from journal.errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
-                            JournalBehindError, JournalClosedError, JournalError,
-                            JournalFailedError, JournalIOError, ReadOnlyError,
-                            RecordTooLargeError)
-from journal.codec import check_kind, pack, parent_of
-from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
-from journal.fs import FileSystem, OsFileSystem
-from journal.options import JournalOptions, JournalStatistics
-from journal.liveness import Liveness
-from journal.manifest import SegmentManifest, reconcile
-from journal.opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
-                             load_segments, log, log_open)
-from journal.records import FrameRun, Record, iter_segment_runs
-from journal.segment import Location, SegmentInfo, SegmentSummary, join, segment_name
-from journal.staging import AsyncStager, account_run, place_records
-from journal.tickets import Batch, Ticket, collateral_cancel
-from journal.pool import NextSegmentFile
-from journal.writer import GroupCommitWriter, create_segment, new_generation
+from .errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
+                     JournalBehindError, JournalClosedError, JournalError,
+                     JournalFailedError, JournalIOError, ReadOnlyError,
+                     RecordTooLargeError)
+from .codec import check_kind, pack, parent_of
+from .format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
+from .fs import FileSystem, OsFileSystem
+from .options import JournalOptions, JournalStatistics
+from .liveness import Liveness
+from .manifest import SegmentManifest, reconcile
+from .opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
+                      load_segments, log, log_open)
+from .records import FrameRun, Record, iter_segment_runs
+from .segment import Location, SegmentInfo, SegmentSummary, join, segment_name
+from .staging import AsyncStager, account_run, place_records
+from .tickets import Batch, Ticket, collateral_cancel
+from .pool import NextSegmentFile
+from .writer import GroupCommitWriter, create_segment, new_generation
 
 LOCK_FILE = "journal.lock"
 SEQUENCE_STRIDE = 1 << 20  # fresh segments; compaction outputs take numbers in between
@@ -120,7 +120,7 @@ class Journal:
         return journal
 
     def _open_log(self, trusted: Dict[int, SegmentSummary], proven_lsn: int) -> None:
-        from journal.compaction import resolve_pending  # compaction builds on this module
+        from .compaction import resolve_pending  # compaction builds on this module
 
         start = time.monotonic()
         opts, fs = self._options, self._fs
@@ -448,7 +448,7 @@ class Journal:
             A ``CompactionReport``; its ``relocations`` map old to new record locations, which
             the caller must apply to any index it keeps.
         """
-        from journal.compaction import compact
+        from .compaction import compact
         return compact(self, force)
 
     # -- state -------------------------------------------------------------------------------
@@ -528,4 +528,4 @@ class Journal:
         self.close()
 
 
-from journal.compaction import CompactionReport  # noqa: E402  (re-export for type hints)
+from .compaction import CompactionReport  # noqa: E402  (re-export for type hints)

@@ -31,10 +31,10 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Set, 
 
 from pyroaring import BitMap64
 
-from journal.core import JournalCore
-from journal.errors import JournalIOError
-from journal.segment import Location, SegmentInfo
-from journal.waits import LENGTH_MASK, SHIFT, WaitGroups, chunk_values, packable, unpack
+from .core import JournalCore
+from .errors import JournalIOError
+from .segment import Location, SegmentInfo
+from .waits import LENGTH_MASK, SHIFT, WaitGroups, chunk_values, packable, unpack
 
 
 def marker(segment: int) -> Location:

@@ -27,12 +27,12 @@ from typing import Iterable, List, Optional, Set, Tuple
 
 import msgpack
 
-from journal import seeded_bugs
-from journal.errors import CorruptJournalError, MissingSegmentError
-from journal.format import (MANIFEST_MAGIC, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
-                            decode_control, decode_segment_header, encode_control)
-from journal.fs import FileSystem
-from journal.segment import join, segment_name
+from . import seeded_bugs
+from .errors import CorruptJournalError, MissingSegmentError
+from .format import (MANIFEST_MAGIC, SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE,
+                     decode_control, decode_segment_header, encode_control)
+from .fs import FileSystem
+from .segment import join, segment_name
 
 MANIFEST_FILE = "segments.manifest"
 UNLISTED_SUFFIX = ".unlisted"  # a segment file salvage set aside (kept, never read again)

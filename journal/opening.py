@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from journal import seeded_bugs
-from journal.errors import CorruptJournalError
-from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-from journal.fs import FileSystem
-from journal.segment import (SegmentInfo, SegmentSummary, find_valid_frames, join,
-                             last_nonzero, parse_segment_name, scan_frames)
+from . import seeded_bugs
+from .errors import CorruptJournalError
+from .format import SEGMENT_HEADER_SIZE, decode_segment_header
+from .fs import FileSystem
+from .segment import (SegmentInfo, SegmentSummary, find_valid_frames, join,
+                      last_nonzero, parse_segment_name, scan_frames)
 
 log = logging.getLogger("mqstore.journal")  # the journal layer's logger
 

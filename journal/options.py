@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from journal.errors import InvalidOptionError
-from journal.format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE
+from .errors import InvalidOptionError
+from .format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE
 
 
 @dataclass(frozen=True)

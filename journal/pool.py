@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from journal.fs import FileSystem
-from journal.segment import TMP_SUFFIX, join
+from .fs import FileSystem
+from .segment import TMP_SUFFIX, join
 
 NEXT_NAME = "next" + TMP_SUFFIX
 CHUNK = 256 << 10  # bytes of zeros per step (one batch of 256 KiB records needs one step)

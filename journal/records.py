@@ -11,10 +11,10 @@ from typing import Any, Iterator, List, NamedTuple
 
 import msgpack
 
-from journal.errors import CorruptJournalError, InvalidRecordError, JournalIOError
-from journal.format import FRAME_HEADER, FRAME_HEADER_SIZE
-from journal.fs import FileSystem
-from journal.segment import FrameDecoder, FrameInfo, Location, SegmentInfo
+from .errors import CorruptJournalError, InvalidRecordError, JournalIOError
+from .format import FRAME_HEADER, FRAME_HEADER_SIZE
+from .fs import FileSystem
+from .segment import FrameDecoder, FrameInfo, Location, SegmentInfo
 
 READ_WINDOW = 8 << 20
 

@@ -16,9 +16,9 @@ from typing import Callable, Iterator, List, NamedTuple, Optional, Tuple
 
 from pyroaring import BitMap64
 
-from journal.crc import crc32c
-from journal.format import (FRAME_HEADER, FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE,
-                            FrameHeader, check_frame, peek_frame)
+from .crc import crc32c
+from .format import (FRAME_HEADER, FRAME_HEADER_SIZE, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE,
+                     FrameHeader, check_frame, peek_frame)
 
 SEGMENT_SUFFIX = ".seg"
 TMP_SUFFIX = ".seg.tmp"
@@ -176,7 +176,7 @@ def decode_run_reference(buf: bytes, pos: int, end: int, generation: int, max_fr
 
 def _compiled_decode_run() -> Optional[Callable[..., Tuple[List[FrameInfo], int, str, int]]]:
     try:
-        from journal._frames import decode_run as compiled
+        from ._frames import decode_run as compiled
     except ImportError:  # built without a compiler: the reference is used
         return None
 

@@ -24,7 +24,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
-from journal.fs import FileSystem
+from .fs import FileSystem
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 import asyncio
 from typing import Dict, List, Optional, Tuple
 
-from journal.core import JournalCore
-from journal.errors import JournalError
-from journal.format import encode_run
-from journal.segment import Location, SegmentInfo
-from journal.tickets import Batch, collateral_cancel
+from .core import JournalCore
+from .errors import JournalError
+from .format import encode_run
+from .segment import Location, SegmentInfo
+from .tickets import Batch, collateral_cancel
 
 
 class LoopStage:

@@ -18,8 +18,8 @@ import asyncio
 import threading
 from typing import Any, Dict, Generator, List, Optional, Tuple, Union
 
-from journal.errors import JournalFailedError
-from journal.segment import Location
+from .errors import JournalFailedError
+from .segment import Location
 
 
 class Batch:

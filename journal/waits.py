@@ -20,7 +20,7 @@ import sys
 from array import array
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from journal.segment import Location
+from .segment import Location
 
 SHIFT = 24                       # bits of the packed length
 LENGTH_MASK = (1 << SHIFT) - 1   # frames longer than 16 MiB take the general path

@@ -21,15 +21,15 @@ import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
-from journal import seeded_bugs
-from journal.core import JournalCore
-from journal.errors import JournalFailedError
-from journal.format import SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE, SegmentHeader
-from journal.fs import FileSystem
-from journal.manifest import SegmentManifest
-from journal.pool import NextSegmentFile
-from journal.segment import TMP_SUFFIX, SegmentInfo, join, segment_name
-from journal.tickets import Batch
+from . import seeded_bugs
+from .core import JournalCore
+from .errors import JournalFailedError
+from .format import SEGMENT_FLAG_LISTED, SEGMENT_HEADER_SIZE, SegmentHeader
+from .fs import FileSystem
+from .manifest import SegmentManifest
+from .pool import NextSegmentFile
+from .segment import TMP_SUFFIX, SegmentInfo, join, segment_name
+from .tickets import Batch
 
 
 ZERO_CHUNK = 1 << 20

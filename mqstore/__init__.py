@@ -3,52 +3,69 @@
 Everything a program embedding the store uses is here: the broker and its sessions, the
 configuration objects, the management views and every error (all ``MqStoreError``
 subclasses; a few also ``ValueError``/``TypeError`` where Python code expects those). The
-layers it stands on (``journal``, ``recovery``, ``engine``, ``tools``) are importable too, but
-only what this module exports is the stable API; import from here. The integrations are
-submodules: ``mqstore.crashtest`` (crash-test your application), ``mqstore.kombu`` (the
-``mqstore://`` kombu transport, for Celery) and ``mqstore.metrics`` (Prometheus).
+layers it stands on are its subpackages, ``mqstore.journal``, ``mqstore.recovery``,
+``mqstore.engine`` and ``mqstore.tools`` (in the repository, the folders ``journal/`` ...
+at its root); they are importable, but only what this module exports is the stable API. The
+integrations are submodules: ``mqstore.crashtest`` (crash-test your application),
+``mqstore.kombu`` (the ``mqstore://`` kombu transport, for Celery), ``mqstore.metrics``
+(Prometheus) and ``mqstore.spark`` (journal segments as a Spark source).
+
+The names load on first use (PEP 562), so importing one layer (``mqstore.journal`` in a
+Spark executor or a crash-test child) does not load the others.
 """
 
 from __future__ import annotations
 
+import importlib
 from importlib.metadata import PackageNotFoundError, version
-
-from engine import (AddressFullError, AddressFullPolicy, AddressInfo, AddressNotFoundError,
-                    AddressSettings, AlreadyExistsError, AsyncConsumer, AsyncSession, Broker,
-                    BrokerFailedError, Browser, ConfigError, Connection, Consumer,
-                    DeletedQueue, Delivery, EngineError, ExclusiveQueueError,
-                    FilterSyntaxError, IllegalStateError, InvalidArgumentError,
-                    InvalidNameError, Message, MessageNotFoundError, PolicyType, QueueConfig,
-                    QueueControl, QueueFullError, QueueInfo, QueueInUseError,
-                    QueueNotEmptyError, QueueNotFoundError, ReceivedMessage,
-                    ResourceLimitError, RoutingType, RoutingTypeError, ScheduledMessage,
-                    Session, WildcardSyntax)
-from journal import (CorruptJournalError, DirectoryLockedError, JournalError,
-                     JournalFailedError, JournalIOError, JournalOptions, MqStoreError,
-                     ReadOnlyError, RecordTooLargeError)
-from recovery import IndexInvalidError, MalformedRecordError, RecoveryError
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 try:
     __version__ = version("mqstore")
 except PackageNotFoundError:  # running from a checkout that was never installed
     __version__ = "0+unknown"
 
-__all__ = [
+_EXPORTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     # the broker, its sessions and what flows through them
-    "Broker", "Connection", "Session", "AsyncSession", "Consumer", "AsyncConsumer", "Browser",
-    "Delivery", "Message", "ReceivedMessage", "ScheduledMessage",
+    ("engine", ("Broker", "Connection", "Session", "AsyncSession", "Consumer", "AsyncConsumer",
+                "Browser", "Delivery", "Message", "ReceivedMessage", "ScheduledMessage")),
     # configuration
-    "QueueConfig", "AddressSettings", "AddressFullPolicy", "RoutingType", "PolicyType",
-    "WildcardSyntax", "JournalOptions",
+    ("engine", ("QueueConfig", "AddressSettings", "AddressFullPolicy", "RoutingType",
+                "PolicyType", "WildcardSyntax")),
+    ("journal", ("JournalOptions",)),
     # management
-    "QueueControl", "QueueInfo", "AddressInfo", "DeletedQueue",
+    ("engine", ("QueueControl", "QueueInfo", "AddressInfo", "DeletedQueue")),
     # errors (all MqStoreError)
-    "MqStoreError", "EngineError", "InvalidArgumentError", "InvalidNameError", "ConfigError",
-    "FilterSyntaxError", "AddressNotFoundError", "QueueNotFoundError", "MessageNotFoundError",
-    "AlreadyExistsError", "RoutingTypeError", "ResourceLimitError", "AddressFullError",
-    "QueueFullError", "QueueInUseError", "QueueNotEmptyError", "ExclusiveQueueError",
-    "IllegalStateError", "BrokerFailedError", "JournalError", "JournalIOError",
-    "JournalFailedError", "CorruptJournalError", "DirectoryLockedError", "ReadOnlyError",
-    "RecordTooLargeError", "RecoveryError", "IndexInvalidError", "MalformedRecordError",
-    "__version__",
-]
+    ("journal", ("MqStoreError",)),
+    ("engine", ("EngineError", "InvalidArgumentError", "InvalidNameError", "ConfigError",
+                "FilterSyntaxError", "AddressNotFoundError", "QueueNotFoundError",
+                "MessageNotFoundError", "AlreadyExistsError", "RoutingTypeError",
+                "ResourceLimitError", "AddressFullError", "QueueFullError", "QueueInUseError",
+                "QueueNotEmptyError", "ExclusiveQueueError", "IllegalStateError",
+                "BrokerFailedError")),
+    ("journal", ("JournalError", "JournalIOError", "JournalFailedError", "CorruptJournalError",
+                 "DirectoryLockedError", "ReadOnlyError", "RecordTooLargeError")),
+    ("recovery", ("RecoveryError", "IndexInvalidError", "MalformedRecordError")),
+)
+_LAYER_OF: Dict[str, str] = {name: layer for layer, names in _EXPORTS for name in names}
+
+__all__: List[str] = [name for _layer, names in _EXPORTS for name in names] + ["__version__"]
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads each name
+    from .engine import *  # noqa: F401,F403
+    from .journal import *  # noqa: F401,F403
+    from .recovery import *  # noqa: F401,F403
+
+
+def __getattr__(name: str) -> Any:
+    """An exported name, imported from its layer on first use (then kept here)."""
+    layer = _LAYER_OF.get(name)
+    if layer is None:
+        raise AttributeError(f"module 'mqstore' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{layer}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> List[str]:
+    return sorted(set(globals()) | set(__all__))

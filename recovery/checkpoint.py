@@ -60,13 +60,13 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from pyroaring import BitMap64
 
-from journal import Location, SegmentSummary
-from recovery.errors import IndexInvalidError
-from recovery.entries import ID, PAIR, AddressImage, DeletedQueueImage, QueueImage
-from recovery.image import StoreImage
-from recovery.ledger import AddressLedger
-from recovery.indexstore import TABLES, Changes, Row
-from recovery.tables import pack_value, unpack_value
+from mqstore.journal import Location, SegmentSummary
+from .errors import IndexInvalidError
+from .entries import ID, PAIR, AddressImage, DeletedQueueImage, QueueImage
+from .image import StoreImage
+from .ledger import AddressLedger
+from .indexstore import TABLES, Changes, Row
+from .tables import pack_value, unpack_value
 
 VERSION = 10
 READABLE = (10,)  # versions this code reads (before 10, order keys had no priority lanes)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Mapping, Optional
 
-from journal import Location
-from recovery.entries import KEEP_DELETED, DeletedQueueImage, MessageImage, QueueImage, RefImage
+from mqstore.journal import Location
+from .entries import KEEP_DELETED, DeletedQueueImage, MessageImage, QueueImage, RefImage
 
 
 class QueueDeletions:

@@ -9,8 +9,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple
 
-from journal import Location
-from recovery.tables import OrderedTable, SortedTable, Table
+from mqstore.journal import Location
+from .tables import OrderedTable, SortedTable, Table
 
 Order = Tuple[int, int]  # (lane and LSN of the record that added the reference, slot in it)
 

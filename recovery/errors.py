@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from journal.errors import CorruptJournalError, MqStoreError
+from mqstore.journal.errors import CorruptJournalError, MqStoreError
 
 
 class RecoveryError(MqStoreError):

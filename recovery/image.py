@@ -22,17 +22,17 @@ from __future__ import annotations
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Protocol, Sequence,
                     Tuple)
 
-from journal import Location
-from recovery.entries import (ID, LANE_SHIFT, PAIR, TRIPLE, AddressImage,
-                              DeletedQueueImage, ImageTables, MessageImage, Order, PageState,
-                              QueueImage, RefImage, TxImage, lane_of, order_key, ref_key,
-                              sched_key, tx_key)
-from recovery.errors import IndexInvalidError
-from recovery.ledger import AddressLedger
-from recovery.indexstore import MemoryIndex
-from recovery.deletions import QueueDeletions
-from recovery.moves import HEAD_SHIFT, ReferenceMoves, head_order, is_head_order
-from recovery.schema import RecordKind
+from mqstore.journal import Location
+from .entries import (ID, LANE_SHIFT, PAIR, TRIPLE, AddressImage,
+                      DeletedQueueImage, ImageTables, MessageImage, Order, PageState,
+                      QueueImage, RefImage, TxImage, lane_of, order_key, ref_key,
+                      sched_key, tx_key)
+from .errors import IndexInvalidError
+from .ledger import AddressLedger
+from .indexstore import MemoryIndex
+from .deletions import QueueDeletions
+from .moves import HEAD_SHIFT, ReferenceMoves, head_order, is_head_order
+from .schema import RecordKind
 
 
 class LivenessSink(Protocol):

@@ -20,9 +20,9 @@ import os
 import shutil
 from typing import Dict, List, Optional, Tuple
 
-from recovery.errors import IndexInvalidError
-from recovery.indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
-from recovery.lmdbcheck import DATA_FILE, LEGACY_FILES, precheck
+from .errors import IndexInvalidError
+from .indexstore import TABLES, Changes, IndexStore, MemoryIndex, Row
+from .lmdbcheck import DATA_FILE, LEGACY_FILES, precheck
 
 MAP_SIZE = 1 << 36  # 64 GiB of address space; the file grows only as used
 RELEASE_AFTER = 2048  # entries changed by one commit above which LMDB's page cache is released

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Tuple
 
-from recovery.entries import PAGED_LANE, MessageImage, Order, PageState
+from .entries import PAGED_LANE, MessageImage, Order, PageState
 
 
 class AddressLedger:

@@ -64,7 +64,7 @@ def precheck(directory: str) -> Optional[str]:
 
 PROBE = """
 import sys
-from recovery.lmdbcheck import walk_or_verify
+from .lmdbcheck import walk_or_verify
 code, why = walk_or_verify(sys.argv[1])
 sys.stderr.write(why)
 sys.exit(code)
@@ -77,7 +77,7 @@ def verify(directory: str) -> int:
     Meant to run in a child process (LMDB may crash on a damaged file)."""
     import lmdb
 
-    from journal.crc import crc32c
+    from mqstore.journal.crc import crc32c
     try:
         env = lmdb.open(directory, readonly=True, lock=False, max_dbs=64, subdir=True)
         with env.begin(buffers=True) as txn:
@@ -102,7 +102,7 @@ def walk_or_verify(directory: str) -> Tuple[int, str]:
     """``(verify's exit code, reason)``: the compiled walker when it is built, else
     ``verify``."""
     try:
-        from recovery._lmdbwalk import walk
+        from ._lmdbwalk import walk
     except ImportError:
         return verify(directory), ""
     code, why = walk(os.path.join(directory, DATA_FILE))

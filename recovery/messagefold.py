@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional, Tuple
 
-from journal import FrameRun
-from recovery.image import StoreImage
-from recovery.schema import RecordKind
-from recovery.tables import DELETED
+from mqstore.journal import FrameRun
+from .image import StoreImage
+from .schema import RecordKind
+from .tables import DELETED
 
 try:
-    from recovery._fold import fold_messages as _compiled
+    from ._fold import fold_messages as _compiled
 except ImportError:  # built without a compiler: StoreImage.apply folds every record
     _compiled = None
 

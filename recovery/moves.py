@@ -24,10 +24,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
-from journal import Location
-from recovery.entries import (ID, PAIR, QUAD, MessageImage, Order, QueueImage, RefImage,
-                              TxImage, below, in_lane, lane_of, lsn_in, order_key, ref_key,
-                              sched_key, tx_key)
+from mqstore.journal import Location
+from .entries import (ID, PAIR, QUAD, MessageImage, Order, QueueImage, RefImage,
+                      TxImage, below, in_lane, lane_of, lsn_in, order_key, ref_key,
+                      sched_key, tx_key)
 
 HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
 # the record, gets order key (lane, LSN 0; l << HEAD_SHIFT | i): before every key from a message

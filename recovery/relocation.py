@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from journal import Location
-from recovery.entries import ID, PAIR, ref_key, tx_key
-from recovery.image import StoreImage
+from mqstore.journal import Location
+from .entries import ID, PAIR, ref_key, tx_key
+from .image import StoreImage
 
 
 def relocate(image: StoreImage, moved: Mapping[Location, Location]) -> None:

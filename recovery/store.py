@@ -16,13 +16,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Optional
 
-from journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
-                     Record)
-from recovery.checkpoint import Checkpoint, changes, committed, read_index
-from recovery.errors import IndexInvalidError, MalformedRecordError
-from recovery.image import NullSink, StoreImage
-from recovery.indexstore import IndexStore
-from recovery.messagefold import MessageFold
+from mqstore.journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
+                             Record)
+from .checkpoint import Checkpoint, changes, committed, read_index
+from .errors import IndexInvalidError, MalformedRecordError
+from .image import NullSink, StoreImage
+from .indexstore import IndexStore
+from .messagefold import MessageFold
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
@@ -190,7 +190,7 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
                 live.reset()
             why = problem
         if read_only:  # nothing written: the rebuild stays in memory
-            from recovery.indexstore import MemoryIndex
+            from .indexstore import MemoryIndex
             image = StoreImage(MemoryIndex())
             replayed = replay(journal, image, 0, sink, None, ticker(0))
         else:

@@ -28,8 +28,8 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import msgpack
 
-from journal.crc import crc32c
-from recovery.errors import IndexInvalidError
+from mqstore.journal.crc import crc32c
+from .errors import IndexInvalidError
 
 Unpack = Callable[[Any], Any]
 

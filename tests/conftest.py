@@ -15,7 +15,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from engine.broker import Broker
+from mqstore.engine.broker import Broker
 
 _opened: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _init = Broker.__init__

@@ -4,6 +4,8 @@ error it exports is an ``MqStoreError``; the integrations are its submodules."""
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import mqstore
 
@@ -29,3 +31,26 @@ def test_the_integrations_are_submodules() -> None:
     assert callable(importlib.import_module("mqstore.crashtest").crash_test)
     assert importlib.import_module("mqstore.kombu").Transport.driver_type == "mqstore"
     assert callable(importlib.import_module("mqstore.metrics").serve_metrics)
+    assert callable(importlib.import_module("mqstore.spark").read_journal)
+
+
+def test_each_name_is_its_layers_object() -> None:
+    """The facade re-exports; it defines nothing of its own (``mqstore.Broker`` is the
+    engine's ``Broker``)."""
+    for name in mqstore.__all__:
+        if name == "__version__":
+            continue
+        value = getattr(mqstore, name)
+        layer = value.__module__.split(".")
+        assert layer[0] == "mqstore" and layer[1] in ("journal", "recovery", "engine"), name
+
+
+def test_importing_one_layer_loads_no_layer_above_it() -> None:
+    """A Spark executor or a crash-test child that imports ``mqstore.journal`` does not pay for
+    the engine (the facade loads its names on first use)."""
+    code = ("import sys, mqstore.journal; "
+            "print(sorted(m for m in sys.modules if m.startswith('mqstore.')"
+            " and m.split('.')[1] in ('recovery', 'engine', 'tools')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "[]"

@@ -14,8 +14,8 @@ from typing import Optional
 
 import click
 
-from journal import MqStoreError
-from tools.commands import STORE, console, fail
+from mqstore.journal import MqStoreError
+from .commands import STORE, console, fail
 
 
 def _check_add(directory: str, name: str, address: str, routing_type: str,
@@ -26,9 +26,9 @@ def _check_add(directory: str, name: str, address: str, routing_type: str,
         InvalidNameError, AlreadyExistsError, RoutingTypeError, AddressNotFoundError (the
         alternate address); MqStoreError: the store cannot be read.
     """
-    from engine.errors import AddressNotFoundError, AlreadyExistsError, RoutingTypeError
-    from engine.names import check_name
-    from tools.offline import OfflineStore
+    from mqstore.engine.errors import AddressNotFoundError, AlreadyExistsError, RoutingTypeError
+    from mqstore.engine.names import check_name
+    from .offline import OfflineStore
 
     check_name(name, wildcards=True)  # a queue may be bound to a wildcard address (news.#)
     check_name(address, wildcards=True)
@@ -49,8 +49,8 @@ def _check_del(directory: str, name: str, if_empty: bool) -> None:
     Raises:
         QueueNotFoundError, QueueNotEmptyError; MqStoreError: the store cannot be read.
     """
-    from engine.errors import QueueNotEmptyError, QueueNotFoundError
-    from tools.offline import OfflineStore
+    from mqstore.engine.errors import QueueNotEmptyError, QueueNotFoundError
+    from .offline import OfflineStore
 
     with OfflineStore(directory) as store:
         queue = next((q for q in store.image.queues.values() if q.name == name), None)
@@ -121,10 +121,10 @@ def register_admin(main: click.Group) -> None:
                   last_value_queue: bool, last_value_queue_no_browse: bool,
                   alternate_address: Optional[str], filter_: Optional[str]) -> None:
         """Add queue NAME to the store in DIRECTORY."""
-        from engine import Broker, PolicyType, QueueConfig, RoutingType
-        from engine.model import QpidLvq
+        from mqstore.engine import Broker, PolicyType, QueueConfig, RoutingType
+        from mqstore.engine.model import QpidLvq
 
-        from engine.settings import check_queue_config
+        from mqstore.engine.settings import check_queue_config
 
         if last_value_queue and last_value_queue_no_browse:
             raise click.UsageError("give --last-value-queue or --last-value-queue-no-browse, "
@@ -166,7 +166,7 @@ def register_admin(main: click.Group) -> None:
     def del_queue(directory: str, name: str, if_empty: bool, if_unused: bool) -> None:
         """Delete queue NAME and its messages from the store in DIRECTORY; it stays listed by
         ``mqstore queues DIRECTORY --deleted``."""
-        from engine import Broker
+        from mqstore.engine import Broker
 
         try:
             _check_del(directory, name, if_empty)

@@ -22,8 +22,8 @@ from typing import Callable, List, Optional
 
 import msgpack
 
-from journal import Journal, JournalOptions
-from journal.crc import crc32c
+from mqstore.journal import Journal, JournalOptions
+from mqstore.journal.crc import crc32c
 
 PAYLOAD = {"body": os.urandom(1024 - 10)}
 

@@ -74,7 +74,7 @@ def _queues(n: int) -> List[str]:
 
 def _rates(broker: Any, queues: List[str], out: Dict[str, Any], prefix: str) -> None:
     """Send SPOT messages, then receive+ack SPOT, spread over ``queues``; rates in ``out``."""
-    from engine import Message
+    from mqstore.engine import Message
     per = SPOT // len(queues)
     with broker.session() as s:
         start = time.perf_counter()
@@ -100,7 +100,7 @@ def _rates(broker: Any, queues: List[str], out: Dict[str, Any], prefix: str) -> 
 def _empty_rates(directory: str, out: Dict[str, Any]) -> None:
     """Send and receive+ack rates on the one queue of a new store at ``directory``, in
     ``out`` as ``empty_send_rate`` and ``empty_receive_rate``."""
-    from engine import Broker, QueueConfig
+    from mqstore.engine import Broker, QueueConfig
     with Broker.open(directory, expiry_scan_ms=0) as b:
         b.create_address("q")
         b.create_queue(QueueConfig("q", "q"))
@@ -110,7 +110,7 @@ def _empty_rates(directory: str, out: Dict[str, Any]) -> None:
 
 def child_fill(directory: str, n: int, nqueues: int) -> Dict[str, Any]:
     """Fill ``n`` messages over ``nqueues`` queues, measure on the backlog, then SIGKILL."""
-    from engine import Broker, Message, QueueConfig
+    from mqstore.engine import Broker, Message, QueueConfig
     out: Dict[str, Any] = {}
     b = Broker.open(directory, expiry_scan_ms=0)
     queues = _queues(nqueues)
@@ -139,7 +139,7 @@ def child_fill(directory: str, n: int, nqueues: int) -> Dict[str, Any]:
 
 def child_reopen(directory: str) -> Dict[str, Any]:
     """Open (after the kill) and measure; close cleanly."""
-    from engine import Broker
+    from mqstore.engine import Broker
     start = time.perf_counter()
     b = Broker.open(directory, expiry_scan_ms=0)
     out = {"open_s": time.perf_counter() - start, "rss_mb": rss_mb(), "peak_mb": peak_mb(),
@@ -154,7 +154,7 @@ def child_reopen(directory: str) -> Dict[str, Any]:
 
 def child_rebuild(directory: str) -> Dict[str, Any]:
     """Delete the index, open (a rebuild), and run the plain loop over the same segments."""
-    from engine import Broker
+    from mqstore.engine import Broker
     shutil.rmtree(os.path.join(directory, "index"))
     start = time.perf_counter()
     b = Broker.open(directory, expiry_scan_ms=0)
@@ -170,7 +170,7 @@ def child_rebuild(directory: str) -> Dict[str, Any]:
 def plain_scan(journal_dir: str) -> float:
     """Records/s of a plain read + CRC + unpack loop over a journal's segment files."""
     import msgpack
-    from journal.crc import crc32c
+    from mqstore.journal.crc import crc32c
     header = struct.Struct("<IBBHQQQ")
     n, start = 0, time.perf_counter()
     for name in sorted(os.listdir(journal_dir)):
@@ -210,7 +210,7 @@ def _child_json(module: str, kind: str, *args: Any) -> Dict[str, Any]:
 
 
 def _child(kind: str, *args: Any) -> Dict[str, Any]:
-    return _child_json("tools.bench_memory", kind, *args)
+    return _child_json("mqstore.tools.bench_memory", kind, *args)
 
 
 @dataclass(frozen=True)

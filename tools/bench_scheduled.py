@@ -36,7 +36,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from tools.bench_memory import _child_json, peak_mb, rss_mb, rss_split_mb
+from .bench_memory import _child_json, peak_mb, rss_mb, rss_split_mb
 
 T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch
 DAY = 86_400_000
@@ -53,7 +53,7 @@ def _due(i: int, n: int) -> int:
 
 def child_fill(directory: str, n: int) -> Dict[str, Any]:
     """Send N scheduled messages, measure, SIGKILL."""
-    from engine import Broker, Message, QueueConfig
+    from mqstore.engine import Broker, Message, QueueConfig
     b = Broker.open(directory, expiry_scan_ms=0, clock=lambda: T0)
     b.create_address("q")
     b.create_queue(QueueConfig("q", "q"))
@@ -103,7 +103,7 @@ def _drain(b: Any, out: Dict[str, Any], prefix: str) -> Tuple[int, bool]:
 def child_drain(directory: str, n: int) -> Dict[str, Any]:
     """Reopen after the kill, move the clock past every due time, drain; then the same drain
     of a plain backlog of N in a new store next to it."""
-    from engine import Broker, Message, QueueConfig
+    from mqstore.engine import Broker, Message, QueueConfig
     now = [T0]
     start = time.perf_counter()
     b = Broker.open(directory, expiry_scan_ms=0, clock=lambda: now[0])
@@ -137,9 +137,9 @@ def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], No
         tmp = tempfile.mkdtemp(prefix="mqstore-bench-sched-", dir=directory)
         try:
             progress(f"{size:,} scheduled messages: filling")
-            fill = _child_json("tools.bench_scheduled", "fill", os.path.join(tmp, "s"), size)
+            fill = _child_json(__name__, "fill", os.path.join(tmp, "s"), size)
             progress(f"{size:,} scheduled messages: reopening and draining")
-            drain = _child_json("tools.bench_scheduled", "drain", os.path.join(tmp, "s"), size)
+            drain = _child_json(__name__, "drain", os.path.join(tmp, "s"), size)
             rows.append({"size": size, "fill": fill, "drain": drain})
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

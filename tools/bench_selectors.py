@@ -17,7 +17,7 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from engine import Broker, Message, QueueConfig
+from mqstore.engine import Broker, Message, QueueConfig
 
 BUDGET = 4 << 20  # bytes: far smaller than the backlogs, so the queue pages
 BATCH = 1000

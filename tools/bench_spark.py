@@ -15,9 +15,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from journal import Journal, JournalOptions
-from recovery import schema
-from recovery.schema import RecordKind
+from mqstore.journal import Journal, JournalOptions
+from mqstore.recovery import schema
+from mqstore.recovery.schema import RecordKind
 
 
 @dataclass(frozen=True)
@@ -66,9 +66,9 @@ def build_journal(directory: str, records: int, progress: Callable[[int], None])
 def run(records: int, master: str, directory: Optional[str],
         progress: Callable[[str], None]) -> SparkFigures:
     """Build the journal, time the plain reader, then Spark (session started beforehand)."""
-    from tools.spark.columns import plain_scan
-    from tools.spark.report import spark_session
-    from tools.spark import read_journal
+    from .spark.columns import plain_scan
+    from .spark.report import spark_session
+    from .spark import read_journal
 
     tmp = tempfile.mkdtemp(prefix="mqstore-spark-bench-", dir=directory)
     try:
@@ -83,7 +83,7 @@ def run(records: int, master: str, directory: Optional[str],
         spark = spark_session(master, "mqstore-bench")
         try:
             # warm the Python workers and the JVM's JIT on the same query over one segment
-            from tools.spark.source import list_segments
+            from .spark.source import list_segments
             read_journal(spark, tmp, segments=[list_segments(tmp)[0][0]]).groupBy(
                 "record_kind").count().collect()
             t0 = time.perf_counter()

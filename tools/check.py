@@ -14,15 +14,15 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional
 
-from journal import CorruptJournalError, Journal, JournalOptions, MqStoreError, OsFileSystem
-from journal.errors import MissingSegmentError
-from journal.format import decode_segment_header
-from journal.inspect import Damage, scan_buffer
-from recovery import (INDEX_DIR, JOURNAL_DIR, IndexInvalidError, LmdbIndex, MalformedRecordError, NullSink,
-                      StoreImage, replay)
-from recovery.checkpoint import read_index
-from recovery.store import validate
-from tools.offline import MAX_FRAME, SegmentFile, read_segment, segment_files
+from mqstore.journal import CorruptJournalError, Journal, JournalOptions, MqStoreError, OsFileSystem
+from mqstore.journal.errors import MissingSegmentError
+from mqstore.journal.format import decode_segment_header
+from mqstore.journal.inspect import Damage, scan_buffer
+from mqstore.recovery import (INDEX_DIR, JOURNAL_DIR, IndexInvalidError, LmdbIndex, MalformedRecordError, NullSink,
+                              StoreImage, replay)
+from mqstore.recovery.checkpoint import read_index
+from mqstore.recovery.store import validate
+from .offline import MAX_FRAME, SegmentFile, read_segment, segment_files
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def check_store(directory: str, progress: Optional[Callable[[SegmentFile], None]
 def _check_open(directory: str) -> List[Finding]:
     """What opening the store would refuse (a missing segment or manifest, a journal that
     ends before the LSN the index proves durable, damage that cannot be a torn tail)."""
-    from tools.offline import OfflineStore
+    from .offline import OfflineStore
     try:
         OfflineStore(directory).close()
     except MalformedRecordError as exc:  # CRC-valid, but recovery cannot fold it

@@ -12,7 +12,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from journal import MqStoreError
+from mqstore.journal import MqStoreError
 
 console = Console()
 
@@ -34,7 +34,7 @@ def main() -> None:
 @click.option("--limit", default=0, help="Use only the first N flights (0: all 336,776).")
 def demo(directory: str, workers: int, batch: int, kill_at: float, limit: int) -> None:
     """The main job: NYC flights 2013 through the store, killed with SIGKILL midway."""
-    from tools.demo import print_report, run_demo
+    from .demo import print_report, run_demo
 
     try:
         result = run_demo(directory, workers, batch, kill_at, limit, console)
@@ -58,7 +58,7 @@ def bench() -> None:
               help="Records for the plain loop and the replay scan.")
 def bench_journal(directory: Optional[str], seconds: float, records: int) -> None:
     """Durable append throughput and replay speed of the journal, as ratios to raw limits."""
-    from tools.bench_journal import ratios, run
+    from .bench_journal import ratios, run
 
     with console.status("measuring...") as status:
         figures = run(directory, seconds, records, lambda name: status.update(f"done: {name}"))
@@ -86,7 +86,7 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
               help="Where to put the scratch stores (default: the system temp directory).")
 def bench_memory(sizes: str, directory: Optional[str]) -> None:
     """RSS, reopen and rebuild time, and throughput with large backlogs, as ratios."""
-    from tools.bench_memory import run
+    from .bench_memory import run
 
     wanted = _sizes(sizes)
     with console.status("measuring...") as status:
@@ -151,7 +151,7 @@ def _ratios(r: Any, rate: str) -> str:
 def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
     """RAM with many scheduled messages, reopen time, and their drain rate as a ratio to a
     plain backlog's."""
-    from tools.bench_scheduled import run
+    from .bench_scheduled import run
 
     wanted = _sizes(sizes)
     with console.status("measuring...") as status:
@@ -201,7 +201,7 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
 def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
     """What a consumer selector costs per delivery on a paging queue, against a plain
     consumer, and whether it grows with the backlog (seed 003)."""
-    from tools.bench_selectors import run
+    from .bench_selectors import run
 
     wanted = _sizes(sizes)
     if every < 1:
@@ -238,7 +238,7 @@ def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None)
 def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
     """Spark scan rows/s against the plain single-process reader, in one run."""
-    from tools.bench_spark import run
+    from .bench_spark import run
 
     with console.status("building the journal...") as status:
         f = run(records, master, directory, lambda m: status.update(m))
@@ -264,7 +264,7 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
 def spark_report(directory: str, out: str, master: str) -> None:
     """The inspection job on Spark: entries by kind, messages per address per hour, live and
     dead bytes per segment, unacknowledged messages per queue and their age."""
-    from tools.spark.report import report
+    from .spark.report import report
 
     with console.status("running the Spark job..."):
         r = report(directory, out, master)
@@ -290,7 +290,7 @@ def crashtest(path: str, samples: int, seed: int) -> None:
     """Crash-test the workload in PATH: a Python file defining workload(broker, ledger),
     check(broker, ledger) and optionally setup(broker) (tools.crashtest). Exit 1 when a
     crash state breaks a promise."""
-    from tools.crashtest import crash_test, load_module
+    from .crashtest import crash_test, load_module
 
     module = load_module(path)
     for name in ("workload", "check"):
@@ -317,9 +317,9 @@ def crashtest(path: str, samples: int, seed: int) -> None:
                f"({report.operations:,} file operations)")
 
 
-from tools.admin import register_admin  # noqa: E402  (qpid-config-style administration)
-from tools.commands import register  # noqa: E402  (the data commands)
-from tools.configcmd import register_config  # noqa: E402  (broker.xml and TOML files)
+from .admin import register_admin  # noqa: E402  (qpid-config-style administration)
+from .commands import register  # noqa: E402  (the data commands)
+from .configcmd import register_config  # noqa: E402  (broker.xml and TOML files)
 
 register(main)
 register_admin(main)

@@ -9,15 +9,18 @@ import json
 import os
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Dict, List, NoReturn, Optional, Sequence
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from journal import MqStoreError
-from tools.listing import chosen, emit, listing_options
+from mqstore.journal import MqStoreError
+from .listing import chosen, emit, listing_options
+
+if TYPE_CHECKING:
+    from mqstore.engine import Broker
 
 console = Console()
 err = Console(stderr=True)
@@ -25,7 +28,7 @@ err = Console(stderr=True)
 def _a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
     """A DIRECTORY argument must name an existing store: a usage error (exit 2) otherwise,
     reported before anything is printed or opened."""
-    from tools.offline import segment_files
+    from .offline import segment_files
     try:
         segment_files(directory)
     except MqStoreError as exc:
@@ -39,10 +42,26 @@ JSON = click.option("--json", "as_json", is_flag=True, help="JSON output (one ob
                                                            "for print, a list otherwise).")
 
 
-def fail(exc: MqStoreError) -> None:
+def fail(exc: MqStoreError) -> NoReturn:
     """Print an mqstore error and exit 1."""
     err.print(f"[red]error:[/red] {exc}")
     raise SystemExit(1)
+
+
+def open_with_progress(directory: str, what: str, **options: Any) -> Broker:
+    """``Broker.open(directory, expiry_scan_ms=0, **options)`` with a progress bar of the
+    records replayed (to stderr); a refused open exits through ``fail`` (its message, exit 1)."""
+    from mqstore.engine import Broker
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task(what, total=None)
+
+            def replayed(n: int, total: int) -> None:
+                bar.update(task, description="replaying records", completed=n, total=total)
+
+            return Broker.open(directory, expiry_scan_ms=0, progress=replayed, **options)
+    except MqStoreError as exc:
+        fail(exc)
 
 
 def progress_bar(transient: bool = True) -> Progress:
@@ -68,7 +87,7 @@ SALVAGE = click.option("--salvage", is_flag=True, help="Read a damaged store: sk
 def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[str, Any]]:
     """Rows read from the store opened read-only (exit 1 on an mqstore error); ``salvage``
     skips damaged records and says on stderr what was skipped."""
-    from tools.offline import OfflineStore
+    from .offline import OfflineStore
     try:
         with err.status("reading the store..."), OfflineStore(directory, salvage) as store:
             for s in store.report.journal.skipped:
@@ -114,27 +133,38 @@ def register(main: click.Group) -> None:
     @click.option("--queue", help="Only entries of this queue.")
     @click.option("--lsn-from", type=int, help="Only LSNs >= this.")
     @click.option("--lsn-to", type=int, help="Only LSNs <= this.")
+    @click.option("--segment", "segments", type=int, multiple=True,
+                  help="Only the segment of this sequence number (the SEGMENT of the output, "
+                       "or of `mqstore segments`); repeatable.")
     @click.option("--message-id", type=int, help="Only this message id.")
     @click.option("--body", is_flag=True, help="Show bodies (text if UTF-8, else a hex prefix).")
     @JSON
     def print_cmd(directory: str, kinds: Sequence[str], address: Optional[str],
                   queue: Optional[str], lsn_from: Optional[int], lsn_to: Optional[int],
-                  message_id: Optional[int], body: bool, as_json: bool) -> None:
-        """Every journal record, human-readable; damaged bytes are shown flagged (exit 1).
-        With --lsn-to, reading stops at the first segment past it."""
-        from tools.offline import iter_entries, matches
-        damaged = 0
+                  segments: Sequence[int], message_id: Optional[int], body: bool,
+                  as_json: bool) -> None:
+        """Every journal record, human-readable (as kafka-dump-log): LSN, segment and offset,
+        kind, transaction, message id, address/queue, body size, the message's time (ISO-8601
+        UTC) and properties; damaged bytes are shown flagged (exit 1). --lsn-from, --lsn-to and
+        --segment seek by the segments' headers: segments outside them are not scanned. A
+        summary line goes to stderr (not with --json)."""
+        from .offline import iso_ms, iter_entries, matches
+        damaged = shown = 0
+        read: List[int] = []
         try:
             out = sys.stdout
             if not as_json:
                 out.write(f"{'LSN':>9} {'SEGMENT:OFFSET':>24} {'KIND':<13} {'TX':>6} "
-                          f"{'MESSAGE':>8} {'ADDRESS/QUEUE':<28} {'SIZE':>7} PROPERTIES\n")
+                          f"{'MESSAGE':>8} {'ADDRESS/QUEUE':<28} {'SIZE':>7} {'TIME':<29} "
+                          f"PROPERTIES\n")
             upper = [k.upper() for k in kinds]
-            for row in iter_entries(directory, body, None, lsn_from, lsn_to, upper):
+            for row in iter_entries(directory, body, None, lsn_from, lsn_to, upper,
+                                    set(segments) if segments else None, read):
                 if not row["crc_ok"]:
                     damaged += 1
                 if not matches(row, upper, address, queue, lsn_from, lsn_to, message_id):
                     continue
+                shown += 1
                 if as_json:
                     r = dict(row)
                     r["body"] = _body_text(r["body"]) if body else None
@@ -147,14 +177,19 @@ def register(main: click.Group) -> None:
                 props = row["error"] if not row["crc_ok"] else \
                     json.dumps(row.get("properties") or {}, sort_keys=True)
                 if row.get("scheduled_time"):
-                    props += f" scheduled_time={row['scheduled_time']}"
+                    props += f" scheduled_time={iso_ms(row['scheduled_time'])}"
+                size = row["body_size"] if row["body_size"] is not None else ""
+                when = iso_ms(row["timestamp"]) if row.get("timestamp") else ""
                 out.write(f"{row['lsn'] if row['lsn'] is not None else '-':>9} "
                           f"{str(row['segment']) + ':' + str(row['offset']):>24} {kind:<13} "
                           f"{row['transaction_id'] or '':>6} {row['message_id'] or '':>8} "
-                          f"{where[:28]:<28} {row['body_size'] if row['body_size'] is not None else '':>7} "
-                          f"{props}\n")
+                          f"{where[:28]:<28} {size:>7} {when:<29} {props}\n")
                 if body and row["body"] is not None:
                     out.write(f"{'':>9} body: {_body_text(row['body'])}\n")
+            if not as_json:
+                out.flush()
+                click.echo(f"{shown:,} entries shown ({damaged:,} damaged) from "
+                           f"{len(read):,} segment(s) scanned", err=True)
         except MqStoreError as exc:
             fail(exc)
         except BrokenPipeError:
@@ -228,8 +263,8 @@ def register(main: click.Group) -> None:
     @click.argument("file", type=click.Path(dir_okay=False))
     def export_cmd(directory: str, file: str) -> None:
         """The live state as JSON Lines (read-only)."""
-        from tools.offline import segment_files
-        from tools.transfer import export_store
+        from .offline import segment_files
+        from .transfer import export_store
         try:
             segment_files(directory)  # no output file for a directory that holds no store
             with progress_bar() as bar, open(file, "w", encoding="utf-8") as out:
@@ -244,7 +279,7 @@ def register(main: click.Group) -> None:
     @NEW_STORE
     def import_cmd(file: str, directory: str) -> None:
         """Create a store in an empty DIRECTORY from an export."""
-        from tools.transfer import import_store
+        from .transfer import import_store
         try:
             with progress_bar() as bar, open(file, encoding="utf-8") as lines:
                 task = bar.add_task("importing messages", total=None)
@@ -259,8 +294,8 @@ def register(main: click.Group) -> None:
     def check(directory: str, as_json: bool) -> None:
         """The fsck: segment headers, frames, CRCs, LSN order, the index against the journal.
         Exits 1 when it finds a problem."""
-        from tools.check import check_store, problems
-        from tools.offline import segment_files
+        from .check import check_store, problems
+        from .offline import segment_files
         try:
             files = segment_files(directory)
             with progress_bar() as bar:
@@ -289,22 +324,11 @@ def register(main: click.Group) -> None:
                                                   "to open (reports every skipped range).")
     def recover(directory: str, rebuild_index: bool, salvage: bool) -> None:
         """Open the store, recover it, and report what recovery did."""
-        from engine import Broker
-        from journal import JournalOptions
+        from mqstore.journal import JournalOptions
         start = time.monotonic()  # DIRECTORY is a store (STORE): no store is created here
-        try:
-            with progress_bar() as bar:
-                task = bar.add_task("opening (checking every segment)", total=None)
-
-                def replayed(n: int, total: int) -> None:
-                    bar.update(task, description="replaying records", completed=n,
-                               total=total)
-
-                broker = Broker.open(directory, journal_options=JournalOptions(salvage=salvage),
-                                     expiry_scan_ms=0, verify_journal=True,
-                                     rebuild_index=rebuild_index, progress=replayed)
-        except MqStoreError as exc:
-            fail(exc)
+        broker = open_with_progress(directory, "opening (checking every segment)",
+                                    journal_options=JournalOptions(salvage=salvage),
+                                    verify_journal=True, rebuild_index=rebuild_index)
         rep = broker.recovery_report
         j = rep.journal
         rows = [("segments", j.segments), ("records", j.records), ("last LSN", j.last_lsn),
@@ -334,17 +358,13 @@ def register(main: click.Group) -> None:
                                                 "(more than 10 segments, less than 30% live).")
     def compact(directory: str, force: bool) -> None:
         """Compact the journal and report segments and live bytes before and after."""
-        from engine import Broker
-        try:  # DIRECTORY is a store (STORE): no store is created here
-            broker = Broker.open(directory, expiry_scan_ms=0)
-        except MqStoreError as exc:
-            fail(exc)
+        # DIRECTORY is a store (STORE): no store is created here
+        broker = open_with_progress(directory, "opening")
         try:
-            journal = broker.persistence.journal
-            before = journal.statistics()
+            before = broker.statistics().journal
             with console.status("compacting..."):
                 report = broker.compact(force=force)
-            after = journal.statistics()
+            after = broker.statistics().journal
         finally:
             broker.close()
         t = Table(title=f"compaction of {directory}: {report.reason}")

@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import click
 from rich.table import Table
 
-from journal import MqStoreError
-from tools.commands import STORE, console as out, fail
+from mqstore.journal import MqStoreError
+from .commands import STORE, console as out, fail
 
 # ``QueueConfig`` fields broker.xml has no place for (Qpid's, and mqstore's own)
 _NOT_IN_XML = ("persist_last_node", "auto_delete", "no_local", "auto_delete_delay_ms",
@@ -30,7 +30,7 @@ def register_config(main: click.Group) -> None:
     def check(path: str) -> None:
         """Read and check PATH (.toml: TOML, else broker.xml) and show what it configures
         and what it says that mqstore does not apply. Exit 1 when it cannot be applied."""
-        from engine.config import load_config
+        from mqstore.engine.config import load_config
 
         try:
             cfg = load_config(path)
@@ -114,10 +114,10 @@ def _queue_xml(q: Any) -> Dict[str, str]:
 def store_as_xml(directory: str) -> Tuple[str, List[str]]:
     """The store's addresses, queues (not a retroactive address's internal ring) and address
     settings as broker.xml text, and what broker.xml cannot say (a queue's Qpid attributes)."""
-    from engine.brokerxml import write
-    from engine.model import QueueConfig
-    from engine.names import RING_PREFIX
-    from tools.offline import OfflineStore
+    from mqstore.engine.brokerxml import write
+    from mqstore.engine.model import QueueConfig
+    from mqstore.engine.names import RING_PREFIX
+    from .offline import OfflineStore
 
     skipped: List[str] = []
     plain = QueueConfig("q", "a")

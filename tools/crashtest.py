@@ -40,9 +40,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
-from engine import Broker
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 STORE = "/store"
 # small segments (so a state costs little to copy, and segment rolls and compaction happen

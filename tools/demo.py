@@ -28,11 +28,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from engine import Broker
-from journal import MqStoreError
-from tools import demo_job
-from tools.departures import Departures, run_departures
-from tools.flights import load_flights, load_weather
+from mqstore.engine import Broker
+from mqstore.journal import MqStoreError
+from . import demo_job
+from .departures import Departures, run_departures
+from .flights import load_flights, load_weather
 
 ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -94,7 +94,7 @@ def _phase1(directory: str, total: int, workers: int, batch: int, limit: int, ki
             progress: Progress) -> Tally:
     tally = Tally()
     task = progress.add_task("phase 1: child producing", total=total)
-    child = subprocess.Popen([sys.executable, "-m", "tools.demo_child", directory, "0",
+    child = subprocess.Popen([sys.executable, "-m", "mqstore.tools.demo_child", directory, "0",
                               str(workers), str(batch), str(limit)], stdout=subprocess.PIPE,
                              text=True, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT))
     assert child.stdout is not None

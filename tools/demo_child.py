@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 import threading
 
-from engine import Broker
-from tools import demo_job
-from tools.flights import load_flights, load_weather
+from mqstore.engine import Broker
+from . import demo_job
+from .flights import load_flights, load_weather
 
 _out = threading.Lock()
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from typing import Callable, List, Sequence
 
-from engine import AlreadyExistsError, Broker, Message, QueueConfig, RoutingType
-from tools.flights import Flight
+from mqstore.engine import AlreadyExistsError, Broker, Message, QueueConfig, RoutingType
+from .flights import Flight
 
 ADDRESS = "flights"
 WORK_QUEUE = "flights.ops"

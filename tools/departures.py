@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Sequence, Tuple
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from tools.flights import Flight
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from .flights import Flight
 
 QUEUE = "flights.departures"
 DAY_SECONDS = 4.0  # real seconds the replayed day takes

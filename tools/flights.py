@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Dict, Iterator, List, Tuple
 
-from journal.errors import MqStoreError
+from mqstore.journal.errors import MqStoreError
 
 EXPECTED_FLIGHTS = 336_776
 

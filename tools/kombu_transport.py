@@ -34,11 +34,11 @@ from typing import Any, Dict, Optional, Tuple
 from kombu.transport import TRANSPORT_ALIASES, virtual
 from kombu.utils.json import dumps, loads
 
-from engine import Broker, Message, QueueConfig, QueueNotFoundError, RoutingType
-from engine.errors import AddressNotFoundError, BrokerFailedError
-from journal import MqStoreError
+from mqstore.engine import Broker, Message, QueueConfig, QueueNotFoundError, RoutingType
+from mqstore.engine.errors import AddressNotFoundError, BrokerFailedError
+from mqstore.journal import MqStoreError
 
-TRANSPORT_ALIASES["mqstore"] = "tools.kombu_transport:Transport"
+TRANSPORT_ALIASES["mqstore"] = "mqstore.tools.kombu_transport:Transport"
 
 _lock = threading.Lock()
 _open: Dict[str, Tuple[Broker, int]] = {}  # directory -> (broker, connections using it)

@@ -26,8 +26,8 @@ from typing import Any, Iterator, Tuple
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from engine import Broker
-from journal import MqStoreError
+from mqstore.engine import Broker
+from mqstore.journal import MqStoreError
 
 _QUEUE_GAUGES = (("messages", "message_count", "messages on the queue, in delivery included"),
                  ("delivering", "delivering_count", "messages held by consumers, unacked"),

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Sequence
 
-from journal import JournalOptions, MqStoreError, OsFileSystem
-from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-from journal.inspect import Damage
-from recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
-from tools.segments import MAX_FRAME, SegmentFile, read_segment, segment_files
+from mqstore.journal import JournalOptions, MqStoreError, OsFileSystem
+from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
+from mqstore.journal.inspect import Damage
+from mqstore.recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
+from .segments import MAX_FRAME, SegmentFile, read_segment, segment_files
 
-__all__ = ["MAX_FRAME", "OfflineStore", "SegmentFile", "iter_entries", "matches",
+__all__ = ["MAX_FRAME", "OfflineStore", "SegmentFile", "iso_ms", "iter_entries", "matches",
            "read_segment", "segment_files"]
 
 class OfflineStore:
@@ -98,9 +98,8 @@ class OfflineStore:
         type, deletion time (ISO-8601 UTC, and ms since the epoch)."""
         rows = []
         for d in self.image.deleted:
-            when = datetime.datetime.fromtimestamp(d.deleted_at / 1000, datetime.timezone.utc)
             rows.append({"queue": d.name, "address": d.address, "routing_type": d.routing_type,
-                         "deleted": when.isoformat(timespec="milliseconds"),
+                         "deleted": iso_ms(d.deleted_at),
                          "deleted_ms": d.deleted_at})
         return rows
 
@@ -120,8 +119,7 @@ class OfflineStore:
         rows = []
         for r in img.scheduled_refs(q.id, None, limit):
             m = img.message(r.mid)
-            due = datetime.datetime.fromtimestamp(r.at / 1000, datetime.timezone.utc)
-            rows.append({"message_id": r.mid, "due": due.isoformat(timespec="milliseconds"),
+            rows.append({"message_id": r.mid, "due": iso_ms(r.at),
                          "due_ms": r.at, "delivery_count": r.delivery_count,
                          "bytes": m.body_size if m is not None else None,
                          "properties": m.properties if m is not None else None})
@@ -156,7 +154,7 @@ class OfflineStore:
 
 
 def _index_extras(index: Any) -> Dict[str, Any]:
-    from recovery.checkpoint import read_meta
+    from mqstore.recovery.checkpoint import read_meta
     try:
         meta = read_meta(index)
     except MqStoreError:
@@ -167,24 +165,44 @@ def _index_extras(index: Any) -> Dict[str, Any]:
 def iter_entries(directory: str, with_body: bool = False,
                  progress: Optional[Callable[[SegmentFile], None]] = None,
                  lsn_from: Optional[int] = None, lsn_to: Optional[int] = None,
-                 kinds: Optional[Sequence[str]] = None) -> Iterator[Dict[str, Any]]:
+                 kinds: Optional[Sequence[str]] = None,
+                 segments: Optional[Collection[int]] = None,
+                 read: Optional[List[int]] = None) -> Iterator[Dict[str, Any]]:
     """The entries of the segments as dicts (the Spark source's columns), in journal order;
     damaged bytes and undecodable payloads become rows with ``crc_ok=False`` and ``error``
-    set (always kept). ``lsn_from``/``lsn_to`` (inclusive) and ``kinds`` keep only those
-    entries, and no row is built for the others; reading stops at the first segment whose
-    header says every LSN in it is above ``lsn_to``. One pass: a queue's name comes from its
-    QUEUE_ADD record, which precedes every record naming it, so the names of the segments
-    read so far are enough. Memory: one segment's bytes and its kept rows."""
-    from tools.spark.columns import EntryColumns, gc_paused, queue_names_in
+    set (always kept). ``lsn_from``/``lsn_to`` (inclusive), ``kinds`` and ``segments`` (segment
+    sequence numbers) keep only those entries, and no row is built for the others.
+
+    Seeking: the segments' headers give the LSN each starts at, and LSNs grow with the
+    sequence, so a segment whose successor starts at or below ``lsn_from``, or one not in
+    ``segments``, is only walked for its QUEUE_ADD records (a queue's name comes from that
+    record, which precedes every record naming it) and never scanned; reading stops at the
+    first segment whose header says every LSN in it is above ``lsn_to``, or past the last of
+    ``segments``. Memory: one segment's bytes and its kept rows. ``read``, when given, gets
+    the sequence of every segment scanned for rows (for the caller's summary)."""
+    from .spark.columns import EntryColumns, gc_paused, queue_names_in
+    files = segment_files(directory)
+    starts = [_first_lsn(f.path) for f in files]
     names: Dict[int, str] = {}
-    for f in segment_files(directory):
-        buf = read_segment(f.path)
-        header = decode_segment_header(buf)
-        if header is not None and lsn_to is not None and header.first_lsn > lsn_to:
+    for i, f in enumerate(files):
+        first = starts[i]
+        if first is not None and lsn_to is not None and first > lsn_to:
             return
+        if segments is not None and f.sequence > max(segments, default=-1):
+            return
+        following = starts[i + 1] if i + 1 < len(files) else None
+        wanted = (segments is None or f.sequence in segments) and not (
+            lsn_from is not None and first is not None and following is not None and
+            following <= lsn_from)
+        buf = read_segment(f.path)
         if progress:
             progress(f)
         names.update(queue_names_in(buf, MAX_FRAME))
+        if not wanted:
+            continue
+        if read is not None:
+            read.append(f.sequence)
+        header = decode_segment_header(buf)
         cols = EntryColumns(names, with_body, kinds or None, lsn_from, lsn_to)
         with gc_paused():
             if header is None:
@@ -195,6 +213,20 @@ def iter_entries(directory: str, with_body: bool = False,
             rows = cols.take_rows()
         del buf
         yield from rows
+
+
+def iso_ms(ms: int) -> str:
+    """A time in ms since the epoch as ISO-8601 UTC with milliseconds
+    (``2013-01-01T05:15:00.000+00:00``)."""
+    when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    return when.isoformat(timespec="milliseconds")
+
+
+def _first_lsn(path: str) -> Optional[int]:
+    """The LSN a segment file's header says it starts at (``None``: no readable header)."""
+    with open(path, "rb") as f:
+        header = decode_segment_header(f.read(SEGMENT_HEADER_SIZE))
+    return None if header is None else header.first_lsn
 
 
 def matches(row: Dict[str, Any], kinds: Sequence[str], address: Optional[str],

@@ -6,10 +6,10 @@ import os
 from dataclasses import dataclass
 from typing import List
 
-from journal import MqStoreError, OsFileSystem
-from journal.compaction import resolve_pending
-from journal.opening import list_segment_paths
-from recovery import JOURNAL_DIR
+from mqstore.journal import MqStoreError, OsFileSystem
+from mqstore.journal.compaction import resolve_pending
+from mqstore.journal.opening import list_segment_paths
+from mqstore.recovery import JOURNAL_DIR
 
 MAX_FRAME = 64 << 20
 

@@ -18,11 +18,11 @@ import os
 import shutil
 from typing import Any, Callable, Dict, IO, Iterator, List, Optional, Tuple
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from engine.settings import AddressSettings
-from journal import MqStoreError
-from recovery.moves import is_head_order
-from tools.offline import OfflineStore
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.engine.settings import AddressSettings
+from mqstore.journal import MqStoreError
+from mqstore.recovery.moves import is_head_order
+from .offline import OfflineStore
 
 FORMAT = "mqstore-export/1"
 

@@ -14,9 +14,9 @@ from typing import Dict, Iterable, List, Set
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
-from engine import Broker
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 MODEL_OPTS = JournalOptions(segment_size=4096, max_record_size=2000)
 

@@ -12,9 +12,9 @@ import sys
 import threading
 import time
 
-from engine import (AddressSettings, AlreadyExistsError, Broker, Message, QueueConfig,
-                    RoutingType)
-from journal import JournalOptions
+from mqstore.engine import (AddressSettings, AlreadyExistsError, Broker, Message, QueueConfig,
+                            RoutingType)
+from mqstore.journal import JournalOptions
 
 _out = threading.Lock()
 

@@ -14,11 +14,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressFullError, AddressFullPolicy, AddressSettings, AsyncSession, Broker,
-                    Message, QueueConfig, RoutingType)
-from engine.errors import InvalidArgumentError
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressFullError, AddressFullPolicy, AddressSettings, AsyncSession,
+                            Broker, Message, QueueConfig, RoutingType)
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 OPTS = JournalOptions(segment_size=256 * 1024)
 
@@ -428,7 +428,7 @@ def test_page_file_entries_that_do_not_read_back_are_dropped_and_uncounted(
     the queue's and the address's counts drop them once the queue has read past them (within
     one page file, and across small ones), the address stops paging when the rest is
     drained, and the page files go."""
-    from engine import pagefile
+    from mqstore.engine import pagefile
     monkeypatch.setattr(pagefile, "PAGE_SIZE", page_size)
     fs = SimulatedFileSystem()
     b = sim_broker(fs)

@@ -10,11 +10,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressNotFoundError, Broker, InvalidNameError, Message, QueueConfig,
-                    RoutingType)
-from engine.deadletter import ORIG_ADDRESS, ORIG_QUEUE
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressNotFoundError, Broker, InvalidNameError, Message, QueueConfig,
+                            RoutingType)
+from mqstore.engine.deadletter import ORIG_ADDRESS, ORIG_QUEUE
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def bodies(b: Broker, queue: str) -> List[bytes]:

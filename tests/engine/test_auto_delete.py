@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from engine import Broker, Message, QueueConfig
-from engine.errors import InvalidArgumentError
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 T0 = 1_700_000_000_000
 

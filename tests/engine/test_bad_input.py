@@ -14,11 +14,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Broker, Message, QueueConfig
-from engine.errors import InvalidArgumentError
-from engine.model import now_ms
-from engine.settings import AddressSettings
-from journal import DirectoryLockedError, JournalOptions, MqStoreError
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.engine.model import now_ms
+from mqstore.engine.settings import AddressSettings
+from mqstore.journal import DirectoryLockedError, JournalOptions, MqStoreError
 
 OPTS = JournalOptions(segment_size=1 << 20, max_record_size=64 * 1024)
 

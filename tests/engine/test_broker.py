@@ -10,11 +10,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressNotFoundError, AlreadyExistsError, AsyncSession, Broker,
-                    IllegalStateError, InvalidNameError, Message, QueueConfig,
-                    QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
-from journal import JournalOptions
-from recovery.schema import RecordKind
+from mqstore.engine import (AddressNotFoundError, AlreadyExistsError, AsyncSession, Broker,
+                            IllegalStateError, InvalidNameError, Message, QueueConfig,
+                            QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
+from mqstore.journal import JournalOptions
+from mqstore.recovery.schema import RecordKind
 
 OPTS = JournalOptions(segment_size=64 * 1024)
 
@@ -391,7 +391,7 @@ def test_store_files_are_private(tmp_path: Path) -> None:
 def test_a_transaction_too_large_for_one_record_is_refused_whole(tmp_path: Path) -> None:
     """A commit journals one TX record; when its sends cannot fit one, the commit raises
     before anything is applied and the transaction stays open."""
-    from journal import RecordTooLargeError
+    from mqstore.journal import RecordTooLargeError
     opts = JournalOptions(segment_size=4096, max_record_size=1900)
     with Broker.open(str(tmp_path / "s"), journal_options=opts, expiry_scan_ms=0) as b:
         b.create_address("q")

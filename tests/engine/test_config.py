@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine import Broker, Message, QueueConfig, ResourceLimitError, RoutingType
-from engine.config import ConfigError, from_mapping, load_config, parse_toml, parse_xml
+from mqstore.engine import Broker, Message, QueueConfig, ResourceLimitError, RoutingType
+from mqstore.engine.config import ConfigError, from_mapping, load_config, parse_toml, parse_xml
 
 Check = Callable[[Broker], None]
 
@@ -582,7 +582,7 @@ def test_what_is_not_applied_is_reported_and_logged(tmp_path: Path,
 
 
 def test_open_arguments_and_the_file_must_agree(tmp_path: Path) -> None:
-    from engine.wildcards import WildcardSyntax
+    from mqstore.engine.wildcards import WildcardSyntax
     path = tmp_path / "broker.xml"
     path.write_text("<global-max-size>100</global-max-size>")
     with pytest.raises(ConfigError, match="global_max_size"):

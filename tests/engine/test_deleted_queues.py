@@ -12,12 +12,12 @@ from typing import List, Tuple
 
 import pytest
 
-from engine import (Broker, DeletedQueue, Message, QueueConfig, QueueInUseError,
-                    QueueNotEmptyError, QueueNotFoundError, RoutingType)
-from engine.errors import InvalidArgumentError
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
-from recovery.entries import KEEP_DELETED
+from mqstore.engine import (Broker, DeletedQueue, Message, QueueConfig, QueueInUseError,
+                            QueueNotEmptyError, QueueNotFoundError, RoutingType)
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
+from mqstore.recovery.entries import KEEP_DELETED
 
 T0 = 1_700_000_000_000
 OPTS = JournalOptions(segment_size=16 * 1024)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import (AddressSettings, Broker, InvalidArgumentError, InvalidNameError, Message,
-                    QueueConfig, RoutingType)
+from mqstore.engine import (AddressSettings, Broker, InvalidArgumentError, InvalidNameError,
+                            Message, QueueConfig, RoutingType)
 
 AUTO = {"#": AddressSettings(auto_create_queues=True, auto_create_addresses=True,
                              default_address_routing_type=RoutingType.ANYCAST)}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from engine import (Broker, ExclusiveQueueError, IllegalStateError, Message, QueueConfig,
-                    QueueNotEmptyError, RoutingType)
+from mqstore.engine import (Broker, ExclusiveQueueError, IllegalStateError, Message, QueueConfig,
+                            QueueNotEmptyError, RoutingType)
 
 
 def test_only_the_owner_uses_it_and_others_are_ended(tmp_path: Path) -> None:

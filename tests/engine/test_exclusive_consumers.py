@@ -8,10 +8,10 @@ from typing import List
 
 import pytest
 
-from engine import (AddressSettings, Broker, Message, QueueConfig, ResourceLimitError,
-                    RoutingType)
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressSettings, Broker, Message, QueueConfig, ResourceLimitError,
+                            RoutingType)
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def open_broker(**kw: object) -> Broker:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import FilterSyntaxError, InvalidArgumentError, Message
-from engine.filters import parse_filter
+from mqstore.engine import FilterSyntaxError, InvalidArgumentError, Message
+from mqstore.engine.filters import parse_filter
 
 MSG = Message(b"body!", {"color": "red", "weight": 12, "ratio": 2.5, "urgent": True,
                          "name": "it's", "under_score": "x", "dollar$": 1, "blob": b"\x00",

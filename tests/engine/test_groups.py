@@ -10,8 +10,8 @@ from typing import List, Tuple
 
 import pytest
 
-from engine import Broker, InvalidArgumentError, Message, QueueConfig
-from engine.paging import MIN_BUDGET
+from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
+from mqstore.engine.paging import MIN_BUDGET
 
 
 def ids(deliveries: List[object]) -> List[Tuple[str, int]]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import errno
 from pathlib import Path
 
-from engine import Broker, Message, QueueConfig
-from recovery import MemoryIndex
-from recovery.errors import IndexInvalidError
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.recovery import MemoryIndex
+from mqstore.recovery.errors import IndexInvalidError
 
 
 class FullIndex(MemoryIndex):

@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Dict, List, Set
 
-from engine import Broker
-from journal import JournalOptions
+from mqstore.engine import Broker
+from mqstore.journal import JournalOptions
 from tests.engine.crashcheck import check_store
 
 CYCLES = 50

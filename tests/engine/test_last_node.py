@@ -10,11 +10,11 @@ from typing import List
 
 import pytest
 
-from engine import Broker, Message, QueueConfig
-from engine.errors import InvalidArgumentError
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
-from tools.offline import iter_entries
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
+from mqstore.tools.offline import iter_entries
 
 OPTS = JournalOptions(segment_size=64 << 10)  # simulated files live in RAM: keep them small
 STORES: List["Store"] = []

@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 import pytest
 
-from engine import (AddressSettings, Broker, IllegalStateError, Message, PolicyType,
-                    QueueConfig, QueueFullError, QueueNotEmptyError, RoutingType)
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
-from recovery.entries import KEEP_DELETED
+from mqstore.engine import (AddressSettings, Broker, IllegalStateError, Message, PolicyType,
+                            QueueConfig, QueueFullError, QueueNotEmptyError, RoutingType)
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
+from mqstore.recovery.entries import KEEP_DELETED
 
 OPTS = JournalOptions(segment_size=2048, max_record_size=1900)
 T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch

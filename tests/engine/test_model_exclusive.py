@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from engine import Broker, Message, QueueConfig
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 OPTS = JournalOptions(segment_size=4096, max_record_size=2000)

@@ -18,7 +18,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from engine import Message, QueueConfig
+from mqstore.engine import Message, QueueConfig
 from tests.engine.crashcheck import StoreMachine, model_settings
 
 SLOTS = st.integers(0, 2)

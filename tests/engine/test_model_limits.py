@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 import pytest
 
-from engine import Broker, Message, PolicyType, QueueConfig, QueueFullError, RoutingType
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker, Message, PolicyType, QueueConfig, QueueFullError, RoutingType
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 LIMITS: Dict[str, Dict[str, object]] = {
     "lr": dict(max_count=3, policy_type=PolicyType.REJECT),

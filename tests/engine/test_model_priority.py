@@ -26,7 +26,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from engine import Message, QueueConfig
+from mqstore.engine import Message, QueueConfig
 from tests.engine.crashcheck import StoreMachine, model_settings
 
 PRIORITIES = st.sampled_from([0, 4, 4, 9])

@@ -23,9 +23,9 @@ from hypothesis import event
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from engine import Message, QueueConfig, RoutingType
-from engine.model import QPID_LVQ_KEY, QpidLvq
-from journal import JournalOptions
+from mqstore.engine import Message, QueueConfig, RoutingType
+from mqstore.engine.model import QPID_LVQ_KEY, QpidLvq
+from mqstore.journal import JournalOptions
 from tests.engine.crashcheck import StoreMachine, model_settings
 
 SMALL_SEGMENTS = JournalOptions(segment_size=2048, max_record_size=1900)

@@ -15,8 +15,8 @@ from typing import List
 
 import pytest
 
-from engine import Broker, Message, QueueConfig
-from engine.settings import AddressFullPolicy, AddressSettings
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.engine.settings import AddressFullPolicy, AddressSettings
 
 FAST = dict(expiry_scan_ms=0)
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from engine.errors import InvalidArgumentError
-from journal import JournalOptions
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import JournalOptions
 
 OPTS = JournalOptions(segment_size=256 * 1024)
 BUDGET = 64 * 1024  # a head of about 13 references per queue

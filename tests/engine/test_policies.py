@@ -9,11 +9,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressNotFoundError, Broker, Message, QueueConfig, QueueNotFoundError,
-                    RoutingType)
-from engine.settings import AddressSettings
-from engine.wildcards import WildcardSyntax
-from journal import JournalOptions
+from mqstore.engine import (AddressNotFoundError, Broker, Message, QueueConfig, QueueNotFoundError,
+                            RoutingType)
+from mqstore.engine.settings import AddressSettings
+from mqstore.engine.wildcards import WildcardSyntax
+from mqstore.journal import JournalOptions
 
 OPTS = JournalOptions(segment_size=64 * 1024)
 
@@ -419,8 +419,8 @@ def test_a_decision_made_by_a_rollback_is_durable_when_it_returns() -> None:
     """Found by the model test: a rollback put a message back into a ring of size 0, the ring
     evicted it, and a power cut right after brought it back because rollback() had not waited
     for the eviction's record."""
-    from journal import SimulatedFileSystem
-    from recovery import MemoryIndex
+    from mqstore.journal import SimulatedFileSystem
+    from mqstore.recovery import MemoryIndex
     fs, index = SimulatedFileSystem(), MemoryIndex()
     b = Broker.open("/s", fs=fs, index=index, journal_options=OPTS, expiry_scan_ms=0)
     b.create_address("r")

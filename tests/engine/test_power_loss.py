@@ -12,9 +12,9 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Set, Tuple
 
-from engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 from tests.engine.crashcheck import check_store
 
 OPTS = JournalOptions(segment_size=4096, max_record_size=2048)

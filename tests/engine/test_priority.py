@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 from typing import List
 
-from engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
-from engine.paging import MIN_BUDGET
+from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
+from mqstore.engine.paging import MIN_BUDGET
 
 
 def bodies(b: Broker, queue: str = "q") -> List[bytes]:

@@ -11,11 +11,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressSettings, Broker, Message, QueueConfig, QueueNotFoundError,
-                    RoutingType)
-from engine.paging import MIN_BUDGET
-from journal import JournalOptions, MqStoreError, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressSettings, Broker, Message, QueueConfig, QueueNotFoundError,
+                            RoutingType)
+from mqstore.engine.paging import MIN_BUDGET
+from mqstore.journal import JournalOptions, MqStoreError, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 OPTS = JournalOptions(segment_size=4096, max_record_size=2000)
 NOW = 1_700_000_000_000

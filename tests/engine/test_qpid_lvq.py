@@ -9,10 +9,10 @@ from typing import List, Optional
 
 import pytest
 
-from engine import Broker, InvalidArgumentError, Message, QueueConfig
-from engine.model import QPID_LVQ_KEY, QpidLvq
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
+from mqstore.engine.model import QPID_LVQ_KEY, QpidLvq
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def m(body: bytes, key: Optional[str] = None, durable: bool = True) -> Message:

@@ -9,10 +9,10 @@ from typing import List
 
 import pytest
 
-from engine import (Broker, InvalidArgumentError, Message, PolicyType, QueueConfig,
-                    QueueFullError, RoutingType)
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (Broker, InvalidArgumentError, Message, PolicyType, QueueConfig,
+                            QueueFullError, RoutingType)
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def bodies(b: Broker, queue: str) -> List[bytes]:

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from engine import (AddressSettings, Broker, InvalidArgumentError, Message, QueueConfig,
-                    RoutingType)
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressSettings, Broker, InvalidArgumentError, Message, QueueConfig,
+                            RoutingType)
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 from tests.engine.crashcheck import StoreMachine, model_settings
 
 RING = "$.artemis.internal.retroactive.orders"

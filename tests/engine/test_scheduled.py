@@ -13,11 +13,11 @@ from typing import List
 
 import pytest
 
-from engine import (AsyncSession, Broker, Message, MessageNotFoundError,
-                    QueueConfig, RoutingType)
-from engine.errors import InvalidArgumentError
-from journal import JournalOptions, SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AsyncSession, Broker, Message, MessageNotFoundError,
+                            QueueConfig, RoutingType)
+from mqstore.engine.errors import InvalidArgumentError
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 NOON = 1_700_000_000_000  # ms since the epoch: "12:00"
 MINUTE = 60_000
@@ -340,7 +340,7 @@ def test_asyncio_consumer_wakes_when_due(tmp_path) -> None:
 
 
 def retry_settings(**kw) -> dict:  # type: ignore[no-untyped-def]
-    from engine import AddressSettings
+    from mqstore.engine import AddressSettings
     return {"jobs": AddressSettings(**kw)}
 
 
@@ -432,7 +432,7 @@ def test_release_without_delay_goes_back_to_the_head(tmp_path) -> None:
 
 
 def test_redelivery_settings_are_checked() -> None:
-    from engine import AddressSettings
+    from mqstore.engine import AddressSettings
     for bad in ({"redelivery_delay": -1}, {"redelivery_delay_multiplier": 0},
                 {"redelivery_delay_multiplier": float("inf")},
                 {"redelivery_delay_multiplier": True}, {"max_redelivery_delay": -2}):

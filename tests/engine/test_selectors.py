@@ -14,11 +14,11 @@ from typing import List
 
 import pytest
 
-from engine import (AddressSettings, Broker, FilterSyntaxError, Message, QueueConfig,
-                    RoutingType)
-from engine.paging import MIN_BUDGET
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressSettings, Broker, FilterSyntaxError, Message, QueueConfig,
+                            RoutingType)
+from mqstore.engine.paging import MIN_BUDGET
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def colors(b: Broker, queue: str, selector: str = "") -> List[str]:

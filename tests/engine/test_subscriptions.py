@@ -11,10 +11,10 @@ from typing import List
 
 import pytest
 
-from engine import (Broker, InvalidArgumentError, Message, QueueConfig, QueueInUseError,
-                    QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (Broker, InvalidArgumentError, Message, QueueConfig, QueueInUseError,
+                            QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 
 
 def bodies(consumer: object) -> List[bytes]:

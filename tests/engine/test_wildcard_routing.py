@@ -16,12 +16,12 @@ import pytest
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, rule
 
-from engine import (AddressSettings, Broker, InvalidArgumentError, InvalidNameError, Message,
-                    QueueConfig, RoutingType)
-from engine.settings import AddressFullPolicy
-from engine.wildcards import WildcardSyntax
-from journal import SimulatedFileSystem
-from recovery import MemoryIndex
+from mqstore.engine import (AddressSettings, Broker, InvalidArgumentError, InvalidNameError,
+                            Message, QueueConfig, RoutingType)
+from mqstore.engine.settings import AddressFullPolicy
+from mqstore.engine.wildcards import WildcardSyntax
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
 from tests.engine.crashcheck import StoreMachine, model_settings
 
 AUTO = AddressSettings(auto_create_addresses=True, auto_create_queues=True)
@@ -227,7 +227,7 @@ def test_a_durable_wildcard_subscription_survives_a_restart(tmp_path: Path) -> N
 
 
 def test_export_and_import_keep_a_wildcard_queues_messages(tmp_path: Path) -> None:
-    from tools.transfer import export_store, import_store
+    from mqstore.tools.transfer import export_store, import_store
     src, dst = str(tmp_path / "a"), str(tmp_path / "b")
     b = paging_broker(src)
     with b.session() as s:

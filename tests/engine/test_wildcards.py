@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from engine import AddressSettings, Broker
-from engine.errors import InvalidArgumentError, MqStoreError
-from engine.wildcards import WildcardSyntax, matches, matching
+from mqstore.engine import AddressSettings, Broker
+from mqstore.engine.errors import InvalidArgumentError, MqStoreError
+from mqstore.engine.wildcards import WildcardSyntax, matches, matching
 
 TABLE = [
     ("#", "news.europe.sport", True),

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from journal import Journal, JournalOptions, Location, SimulatedFileSystem, Ticket
+from mqstore.journal import Journal, JournalOptions, Location, SimulatedFileSystem, Ticket
 
 OPTS = JournalOptions(segment_size=4096, max_record_size=1024)
 

@@ -8,7 +8,7 @@ import sys
 import threading
 import time
 
-from journal import Journal, JournalOptions
+from mqstore.journal import Journal, JournalOptions
 
 
 def main(directory: str, seed: int) -> None:

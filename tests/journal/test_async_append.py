@@ -7,9 +7,9 @@ from typing import List
 
 import pytest
 
-from journal import (InvalidRecordError, Journal, JournalFailedError, JournalOptions,
-                     RecordTooLargeError, SimulatedFileSystem)
-from journal.segment import Location
+from mqstore.journal import (InvalidRecordError, Journal, JournalFailedError, JournalOptions,
+                             RecordTooLargeError, SimulatedFileSystem)
+from mqstore.journal.segment import Location
 
 SMALL = JournalOptions(segment_size=8192)
 

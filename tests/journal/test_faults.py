@@ -14,8 +14,8 @@ from typing import List
 
 import pytest
 
-from journal import (Journal, JournalFailedError, JournalOptions, MqStoreError,
-                     SimulatedFileSystem)
+from mqstore.journal import (Journal, JournalFailedError, JournalOptions, MqStoreError,
+                             SimulatedFileSystem)
 from tests.journal.crashkit import Model, check
 
 OPTS = JournalOptions(segment_size=4096, max_record_size=1024)

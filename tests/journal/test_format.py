@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.crc import crc32c, crc32c_reference
-from journal.format import (FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, SegmentHeader,
-                            decode_segment_header, encode_frame)
-from journal.records import Record, unpack_payload
-from journal.segment import FrameDecoder, Location, scan_frames
+from mqstore.journal.crc import crc32c, crc32c_reference
+from mqstore.journal.format import (FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, SegmentHeader,
+                                    decode_segment_header, encode_frame)
+from mqstore.journal.records import Record, unpack_payload
+from mqstore.journal.segment import FrameDecoder, Location, scan_frames
 
 GEN = 0x1122334455667788
 MAX = 1 << 16
@@ -124,6 +124,6 @@ def test_every_frame_layout_crc_matches_reference(kind: int, lsn: int, data: byt
 
 def test_payload_decoding_is_bounded() -> None:
     # a 5-byte array header claiming 2**32-1 elements must be refused, not allocated
-    from journal.errors import InvalidRecordError
+    from mqstore.journal.errors import InvalidRecordError
     with pytest.raises(InvalidRecordError):
         unpack_payload(b"\xdd\xff\xff\xff\xff")

@@ -11,10 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal import _frames as frames  # built by the install (setup.py): failing here means not
-from journal import format as fmt
-from journal.crc import crc32c_reference
-from journal.segment import Location
+# built by the install (setup.py): failing here means not compiled
+from mqstore.journal import _frames as frames
+from mqstore.journal import format as fmt
+from mqstore.journal.crc import crc32c_reference
+from mqstore.journal.segment import Location
 
 U64 = st.integers(0, 2**64 - 1)
 records = st.lists(st.tuples(st.integers(1, 255), st.binary(max_size=300)), max_size=20)
@@ -77,7 +78,7 @@ def test_crc_is_the_reference_crc(data: bytes) -> None:
 
 
 def test_the_journal_decodes_with_it() -> None:
-    from journal import segment
+    from mqstore.journal import segment
     assert segment.decode_run is not segment.decode_run_reference
     assert segment.decode_run.__doc__ == "``decode_run_reference``, compiled."
 
@@ -93,7 +94,7 @@ def test_decode_gives_the_reference_frames_position_status_and_lsn(
         flips: List[Tuple[int, int]], cut: int, tail: bytes) -> None:
     """Valid runs, runs cut short, bytes flipped anywhere (lengths, kinds, flags, LSNs,
     generations, payloads, CRCs), zero tails, and every argument the callers vary."""
-    from journal import segment
+    from mqstore.journal import segment
     lsn = data.draw(st.integers(1, 2**64 - 1 - len(recs)))
     buf = bytearray()
     fmt.encode_run_reference(buf, recs, 0, lsn, gen, synced, 0, 1 << 30, 1, [], Location)

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from pyroaring import BitMap64
 
-from journal import (CorruptJournalError, DirectoryLockedError, InvalidRecordError, Journal,
-                     JournalClosedError, JournalFailedError, JournalOptions, ReadOnlyError,
-                     RecordTooLargeError, SimulatedFileSystem)
+from mqstore.journal import (CorruptJournalError, DirectoryLockedError, InvalidRecordError, Journal,
+                             JournalClosedError, JournalFailedError, JournalOptions, ReadOnlyError,
+                             RecordTooLargeError, SimulatedFileSystem)
 
 SMALL = JournalOptions(segment_size=8192)
 
@@ -329,7 +329,7 @@ def test_torn_tail_is_truncated_and_reported(caplog: pytest.LogCaptureFixture) -
 
 
 def test_io_error_at_open_is_typed(tmp_path: Path) -> None:
-    from journal import JournalIOError
+    from mqstore.journal import JournalIOError
     fs = SimulatedFileSystem(fail_at=2, fail_errno=errno.ENOSPC)
     with pytest.raises(JournalIOError) as err:
         Journal.open("/j", SMALL, fs=fs)
@@ -426,7 +426,7 @@ def test_compaction_thresholds_like_artemis() -> None:
 def test_the_journal_has_everything_its_parts_are_typed_against() -> None:
     """``JournalCore`` (what liveness, staging, the writer and compaction use) names only
     members an open ``Journal`` has: a rename cannot leave the parts' contract stale."""
-    from journal.core import JournalCore
+    from mqstore.journal.core import JournalCore
     j = Journal.open("/j", SMALL, fs=SimulatedFileSystem())
     try:
         names = set(JournalCore.__annotations__) | {

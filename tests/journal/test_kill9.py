@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from journal import Journal, JournalOptions
+from mqstore.journal import Journal, JournalOptions
 
 CYCLES = 50
 ROOT = str(Path(__file__).resolve().parents[2])

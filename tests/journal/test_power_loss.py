@@ -15,7 +15,7 @@ from typing import List, Tuple
 
 import pytest
 
-from journal import CorruptJournalError, Journal, SimulatedFileSystem, seeded_bugs
+from mqstore.journal import CorruptJournalError, Journal, SimulatedFileSystem, seeded_bugs
 from tests.journal.crashkit import OPTS, Model, append_one, check, crash_choices, step
 
 WORKLOADS = 20

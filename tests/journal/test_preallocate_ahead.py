@@ -8,8 +8,8 @@ import errno
 import random
 from typing import List
 
-from journal import Journal, JournalOptions, SimulatedFileSystem
-from journal.pool import NEXT_NAME
+from mqstore.journal import Journal, JournalOptions, SimulatedFileSystem
+from mqstore.journal.pool import NEXT_NAME
 from tests.journal.crashkit import Model, append_one, check
 
 SIZE = 8192

@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any, Dict
 
-from engine import Broker
+from mqstore.engine import Broker
 
 
 def describe(broker: Broker) -> Dict[str, Any]:

@@ -15,10 +15,10 @@ from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from engine.errors import BrokerFailedError
-from journal import CorruptJournalError, JournalOptions, MqStoreError
-from recovery import IndexInvalidError
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.engine.errors import BrokerFailedError
+from mqstore.journal import CorruptJournalError, JournalOptions, MqStoreError
+from mqstore.recovery import IndexInvalidError
 from tests.recovery.storestate import describe
 from tests.tools.test_cli import digest
 

@@ -11,10 +11,10 @@ from typing import List
 
 import pytest
 
-from engine import Broker, Message, QueueConfig
-from journal import CorruptJournalError, JournalOptions
-from journal.errors import JournalBehindError, MissingSegmentError
-from journal.manifest import MANIFEST_FILE
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.journal import CorruptJournalError, JournalOptions
+from mqstore.journal.errors import JournalBehindError, MissingSegmentError
+from mqstore.journal.manifest import MANIFEST_FILE
 from tests.recovery.storestate import describe
 from tests.tools.test_cli import digest, run
 

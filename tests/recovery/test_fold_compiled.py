@@ -14,15 +14,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import journal.records as jrecords
-import recovery.store as rstore
-from journal import Journal, JournalOptions, Location, SimulatedFileSystem
-from recovery import _fold  # built by the install (setup.py): failing here means not  # noqa
-from recovery.checkpoint import committed
-from recovery.image import StoreImage
-from recovery.indexstore import MemoryIndex
-from recovery.messagefold import MessageFold
-from recovery.schema import RecordKind
+import mqstore.journal.records as jrecords
+import mqstore.recovery.store as rstore
+from mqstore.journal import Journal, JournalOptions, Location, SimulatedFileSystem
+from mqstore.recovery import _fold  # built by the install (setup.py): failing here means not  # noqa
+from mqstore.recovery.checkpoint import committed
+from mqstore.recovery.image import StoreImage
+from mqstore.recovery.indexstore import MemoryIndex
+from mqstore.recovery.messagefold import MessageFold
+from mqstore.recovery.schema import RecordKind
 
 OPTS = JournalOptions(segment_size=16384)  # journals of several segments
 ADDRESSES = ["a", "b", "adrésse", "x" * 40, "y" * 300]

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from journal import JournalOptions
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.journal import JournalOptions
 from tests.recovery.storestate import describe
 
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -11,8 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from engine import Broker, Message, QueueConfig
-from recovery.index import mapped_ranges
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.recovery.index import mapped_ranges
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_a_store_maps_only_its_own_index_file(tmp_path: Path) -> None:
 def test_two_stores_with_paths_ending_alike_work_side_by_side(tmp_path: Path) -> None:
     first, second = paths(tmp_path)
     script = textwrap.dedent(f"""
-        from engine import Broker, Message, QueueConfig
+        from mqstore.engine import Broker, Message, QueueConfig
         brokers = [Broker.open({first!r}), Broker.open({second!r})]
         for round in range(3):
             for b in brokers:

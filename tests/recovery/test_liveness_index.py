@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any, Dict
 
 
-from engine import Broker, Message, QueueConfig
-from journal import JournalOptions
-from recovery.checkpoint import META_KEY, read_meta
-from recovery.index import LmdbIndex
-from recovery.tables import pack_value
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.journal import JournalOptions
+from mqstore.recovery.checkpoint import META_KEY, read_meta
+from mqstore.recovery.index import LmdbIndex
+from mqstore.recovery.tables import pack_value
 
 OPTS = JournalOptions(segment_size=16 * 1024)
 N = 600

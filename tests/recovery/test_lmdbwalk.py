@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from engine import Broker, Message, QueueConfig
-from recovery import lmdbcheck
-from recovery.lmdbcheck import DATA_FILE, verify
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.recovery import lmdbcheck
+from mqstore.recovery.lmdbcheck import DATA_FILE, verify
 
-walker = pytest.importorskip("recovery._lmdbwalk")
+walker = pytest.importorskip("mqstore.recovery._lmdbwalk")
 
 
 def reference(directory: str) -> int:

@@ -10,9 +10,9 @@ from typing import Any, Dict
 
 import pytest
 
-from engine import Broker, Message, QueueConfig, RoutingType
-from journal import CorruptJournalError, Journal, JournalOptions, MqStoreError
-from recovery import JOURNAL_DIR, MalformedRecordError, RecordKind
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.journal import CorruptJournalError, Journal, JournalOptions, MqStoreError
+from mqstore.recovery import JOURNAL_DIR, MalformedRecordError, RecordKind
 
 BAD = [
     (RecordKind.MESSAGE, {"q": [1], "body": b"x"}),  # its id missing

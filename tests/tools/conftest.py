@@ -24,7 +24,7 @@ def spark():
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.python.filterPushdown.enabled", "true")
                .getOrCreate())
-    from tools.spark import register
+    from mqstore.tools.spark import register
     register(session)
     yield session
     session.stop()

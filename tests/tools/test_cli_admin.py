@@ -9,9 +9,9 @@ from typing import List
 
 from click.testing import CliRunner
 
-from engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
 from tests.tools.test_cli import digest
-from tools.cli import main
+from mqstore.tools.cli import main
 
 
 def run(*args: str):  # type: ignore[no-untyped-def]
@@ -170,8 +170,8 @@ def test_queues_qpid_lists_the_seed_columns(tmp_path: Path) -> None:
 
 
 def test_export_import_keeps_qpid_queues_and_in_place_positions(tmp_path: Path) -> None:
-    from engine import PolicyType
-    from engine.model import QPID_LVQ_KEY, QpidLvq
+    from mqstore.engine import PolicyType
+    from mqstore.engine.model import QPID_LVQ_KEY, QpidLvq
 
     d = tmp_path / "s"
     with Broker.open(str(d)) as b:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from engine import AddressSettings, Broker, QueueConfig, RoutingType
-from engine.config import load_config
+from mqstore.engine import AddressSettings, Broker, QueueConfig, RoutingType
+from mqstore.engine.config import load_config
 from tests.tools.test_cli import digest
-from tools.cli import main
+from mqstore.tools.cli import main
 
 
 def run(*args: str):  # type: ignore[no-untyped-def]

@@ -8,9 +8,9 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from engine import Broker, QueueConfig
+from mqstore.engine import Broker, QueueConfig
 from tests.tools.test_cli import digest
-from tools.cli import main
+from mqstore.tools.cli import main
 
 NOON = 1_700_000_000_000
 

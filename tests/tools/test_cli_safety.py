@@ -12,12 +12,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine import Broker
-from journal import MqStoreError
+from mqstore.engine import Broker
+from mqstore.journal import MqStoreError
 from tests.engine.test_bad_input import ANY
 from tests.recovery.test_index import build
 from tests.tools.test_cli import digest, run
-from tools.transfer import FORMAT, ImportFormatError, parse_line
+from mqstore.tools.transfer import FORMAT, ImportFormatError, parse_line
 
 
 @pytest.fixture

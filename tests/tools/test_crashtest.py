@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from engine import Broker
-from journal import seeded_bugs
-from tools.cli import main
-from tools.crashtest import crash_test, kill9, load_module
+from mqstore.engine import Broker
+from mqstore.journal import seeded_bugs
+from mqstore.tools.cli import main
+from mqstore.tools.crashtest import crash_test, kill9, load_module
 
 APP = Path(__file__).parent / "crashapps" / "orders.py"
 
@@ -62,7 +62,7 @@ def test_the_command(tmp_path: Path) -> None:
 def test_kill9_runs_a_real_process_and_checks_what_it_leaves(tmp_path: Path) -> None:
     d = str(tmp_path / "s")
     script = textwrap.dedent(f"""
-        from engine import Broker, Message, QueueConfig
+        from mqstore.engine import Broker, Message, QueueConfig
         with Broker.open({d!r}) as b:
             if "q" not in b.queue_names():
                 b.create_address("q")

@@ -9,10 +9,10 @@ import msgpack
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.format import SegmentHeader, encode_frame
-from recovery.schema import RecordKind
-from tools.spark import columns
-from tools.spark.columns import EntryColumns, queue_names_in
+from mqstore.journal.format import SegmentHeader, encode_frame
+from mqstore.recovery.schema import RecordKind
+from mqstore.tools.spark import columns
+from mqstore.tools.spark.columns import EntryColumns, queue_names_in
 
 GEN = 0x1234_5678_9ABC_DEF0
 NAMES = {2: "sub2", 3: "sub3", 7: ""}

@@ -18,8 +18,8 @@ pytest.importorskip("celery")
 
 from kombu import Connection  # noqa: E402
 
-import tools.kombu_transport  # noqa: E402,F401  (registers mqstore://)
-from engine import Broker  # noqa: E402
+import mqstore.kombu  # noqa: E402  (registers mqstore://)
+from mqstore.engine import Broker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -76,7 +76,7 @@ def test_a_killed_consumer_process_loses_nothing(tmp_path: Path) -> None:
         q.close()
     child = textwrap.dedent(f"""
         import os, signal, sys
-        import tools.kombu_transport
+        import mqstore.kombu
         from kombu import Connection
         conn = Connection({url(d)!r})
         m = conn.SimpleQueue("jobs").get(timeout=5)
@@ -115,6 +115,6 @@ def test_a_celery_task_round_trip_with_a_worker_retries_and_acks_late(tmp_path: 
         assert add.delay(2, 3).get(timeout=30) == 5
     assert runs == [0, 1, 2]
     app.close()
-    assert tools.kombu_transport.close_stores() == 1  # (Celery keeps a connection of its own)
+    assert mqstore.kombu.close_stores() == 1  # (Celery keeps a connection of its own)
     with Broker.open(str(tmp_path / "s")) as b:  # every attempt acked: nothing left
         assert b.queue_info("celery").message_count == 0

@@ -11,7 +11,7 @@ from typing import Dict
 import pytest
 
 from tests.recovery.test_index import build
-from tools.spark.columns import plain_scan
+from mqstore.tools.spark.columns import plain_scan
 
 pytestmark = pytest.mark.slow
 
@@ -34,7 +34,7 @@ def spark_counts(df) -> Dict[str, int]:  # type: ignore[no-untyped-def]
 
 
 def test_counts_by_kind_equal_the_plain_reader(spark, store: str) -> None:
-    from tools.spark import read_journal
+    from mqstore.tools.spark import read_journal
     df = spark.read.format("mqjournal").load(store)
     expected = plain_counts(store)
     assert spark_counts(df) == expected
@@ -57,7 +57,7 @@ def test_byte_range_splits_cover_every_record_once(spark, store: str) -> None:
 
 
 def test_corrupt_record_is_a_row_not_a_failure(spark, tmp_path: Path) -> None:
-    from tools.spark import read_journal
+    from mqstore.tools.spark import read_journal
     d = str(tmp_path / "store")
     build(d, rounds=1)
     seg = sorted(Path(d, "journal").glob("*.seg"))[0]
@@ -87,7 +87,7 @@ def test_filter_pushdown_prunes_and_spark_rechecks(spark, store: str) -> None:
 
 def test_the_helper_answers_right_after_a_filtered_query(spark, store: str) -> None:
     """PySpark 4.3.0 reuses a pushed-down read for a later query on the same DataFrame."""
-    from tools.spark import read_journal
+    from mqstore.tools.spark import read_journal
     df = read_journal(spark, store)
     total = df.count()
     filtered = df.where("record_kind = 'ACK'").count()
@@ -99,8 +99,8 @@ def test_the_helper_answers_right_after_a_filtered_query(spark, store: str) -> N
 
 
 def test_report(spark, store: str, tmp_path: Path) -> None:
-    from tools.offline import OfflineStore
-    from tools.spark.report import run_report
+    from mqstore.tools.offline import OfflineStore
+    from mqstore.tools.spark.report import run_report
     out = str(tmp_path / "report")
     result = run_report(spark, store, out)
     with OfflineStore(store) as offline:
@@ -119,7 +119,7 @@ def test_report(spark, store: str, tmp_path: Path) -> None:
 
 
 def test_header_only_projection_gives_the_same_counts(spark, store: str) -> None:
-    from tools.spark import read_journal
+    from mqstore.tools.spark import read_journal
     full = spark_counts(read_journal(spark, store))
     narrow = spark_counts(read_journal(spark, store, columns=["record_kind", "lsn"]))
     assert narrow == full

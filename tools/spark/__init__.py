@@ -1,12 +1,12 @@
 """Journal segments as a Spark batch source (PySpark 4.x Python Data Source API).
 
-    from tools.spark import register, read_journal
+    from . import register, read_journal
     register(spark)                              # format "mqjournal"
     df = read_journal(spark, "/data/store")      # or spark.read.format("mqjournal").load(...)
 
 pyspark and pyarrow are imported only when this package is used (``pip install mqstore[spark]``).
 """
 
-from tools.spark.source import read_journal, register
+from .source import read_journal, register
 
 __all__ = ["read_journal", "register"]

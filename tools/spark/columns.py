@@ -23,9 +23,9 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Op
 
 import msgpack
 
-from journal.inspect import Damage, Frame
-from journal.segment import FrameInfo
-from recovery.schema import RecordKind
+from mqstore.journal.inspect import Damage, Frame
+from mqstore.journal.segment import FrameInfo
+from mqstore.recovery.schema import RecordKind
 
 SCHEMA = ("segment long, offset long, lsn long, record_kind string, transaction_id long, "
           "message_id long, address string, queue string, durable boolean, timestamp long, "
@@ -39,8 +39,8 @@ MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.
 KIND_TUPLE = tuple(KIND_NAMES.get(k, "UNKNOWN") for k in range(256))
 
 try:  # the compiled scan (setup.py builds it; optional): same rows, about 10x faster
-    from tools.spark._scan import kind_offsets as _kind_offsets
-    from tools.spark._scan import scan as _compiled_scan
+    from ._scan import kind_offsets as _kind_offsets
+    from ._scan import scan as _compiled_scan
 except ImportError:  # pragma: no cover - exercised only where the extension was not built
     _compiled_scan = _kind_offsets = None
 _HEAD = struct.Struct("<IBBHQQQ").unpack_from
@@ -228,8 +228,8 @@ class EntryColumns:
         file offset ``base + i``): a fast loop for valid frames (the compiled scan when built,
         handing this loop any frame it does not decode itself); at the first invalid one the
         tolerant scanner takes over (damage rows, resynchronisation)."""
-        from journal.crc import crc32c
-        from journal.inspect import scan_buffer
+        from mqstore.journal.crc import crc32c
+        from mqstore.journal.inspect import scan_buffer
         head = _HEAD
         u32 = _U32
         unpack = msgpack.unpackb
@@ -373,8 +373,8 @@ def plain_scan(directory: str, on_batch: Optional[Callable[[Dict[str, List[Any]]
 
 def _plain(directory: str, cols: "EntryColumns",
            on_batch: Optional[Callable[[Dict[str, List[Any]]], None]], batch: int) -> int:
-    from tools.segments import MAX_FRAME, read_segment, segment_files
-    from journal.format import decode_segment_header
+    from ..segments import MAX_FRAME, read_segment, segment_files
+    from mqstore.journal.format import decode_segment_header
     rows = 0
     for f in segment_files(directory):
         buf = read_segment(f.path)
@@ -396,7 +396,7 @@ def _plain(directory: str, cols: "EntryColumns",
 
 def queue_names_of(directory: str) -> Dict[int, str]:
     """Queue id -> name from every QUEUE_ADD record of a store (deleted queues included)."""
-    from tools.segments import read_segment, segment_files
+    from ..segments import read_segment, segment_files
     names: Dict[int, str] = {}
     for f in segment_files(directory):
         names.update(queue_names_in(read_segment(f.path)))
@@ -408,9 +408,9 @@ def queue_names_in(buf: bytes, max_frame: int = 16 << 20, compiled: bool = True
     """Queue id -> name from the QUEUE_ADD records of one segment's bytes: a header-only walk
     that decodes (and CRC-checks) QUEUE_ADD frames only; damage falls back to the tolerant
     scanner."""
-    from journal.crc import crc32c
-    from journal.format import decode_segment_header
-    from journal.inspect import scan_buffer
+    from mqstore.journal.crc import crc32c
+    from mqstore.journal.format import decode_segment_header
+    from mqstore.journal.inspect import scan_buffer
     header = decode_segment_header(buf)
     if header is None:
         return {}

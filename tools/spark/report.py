@@ -50,8 +50,8 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
     """Run the job on an existing session; write tables, plots and the HTML report to ``out``."""
     from pyspark.sql import functions as F
 
-    from tools.offline import OfflineStore
-    from tools.spark import read_journal
+    from ..offline import OfflineStore
+    from . import read_journal
 
     start = time.monotonic()
     os.makedirs(out, exist_ok=True)

@@ -27,8 +27,8 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from tools.spark.columns import (HEADER_COLUMNS, NAMES, SCHEMA, EntryColumns, gc_paused,
-                                 queue_names_in)
+from .columns import (HEADER_COLUMNS, NAMES, SCHEMA, EntryColumns, gc_paused,
+                      queue_names_in)
 
 DEFAULT_SPLIT = 16 << 20
 BATCH_ROWS = 65536
@@ -65,7 +65,7 @@ class JournalPartition:
 def list_segments(root: str) -> List[Tuple[int, str, int]]:
     """(sequence, path, size) of the segment files under ``root/journal`` (driver side)."""
     import pyarrow.fs as pafs
-    from journal.segment import parse_segment_name
+    from mqstore.journal.segment import parse_segment_name
     fs, base = _fs_and_path(root)
     infos = fs.get_file_info(pafs.FileSelector(base.rstrip("/") + "/journal"))
     out = []
@@ -113,9 +113,9 @@ def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[
 
 def read_split(split: Split, cols: EntryColumns, root: str) -> Iterator[Dict[str, List[Any]]]:
     """Scan one byte range into ``cols`` (frames starting in it); yield column batches."""
-    from journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-    from journal.inspect import Damage
-    from journal.segment import find_valid_frames
+    from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
+    from mqstore.journal.inspect import Damage
+    from mqstore.journal.segment import find_valid_frames
     fs, _ = _fs_and_path(root)
     with fs.open_input_file(split.path) as f:
         header = decode_segment_header(f.read_at(SEGMENT_HEADER_SIZE, 0))

@@ -2,7 +2,7 @@
 an application would make (nothing reported sent is lost, nothing reported acked comes back,
 order kept). ``DURABLE`` false makes it claim what a non-durable send cannot keep."""
 
-from engine import Message, QueueConfig
+from mqstore.engine import Message, QueueConfig
 
 DURABLE = True
 
