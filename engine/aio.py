@@ -12,25 +12,12 @@ import asyncio
 import time
 from typing import Optional, Sequence
 
-from .broker import Broker
 from .addressfull import deadline_of, timed_out
-from .errors import BrokerFailedError
 from .model import Message
 from .queue import MessageRef
 from .session import Consumer, Delivery, Session
 from .values import check_timeout
-from mqstore.journal import JournalError, Ticket
-
-
-async def _wait(broker: Broker, ticket: Optional[Ticket]) -> None:
-    if ticket is None:
-        return
-    try:
-        await ticket
-    except JournalError as exc:
-        broker._failure = exc
-        raise BrokerFailedError(exc) from exc
-    broker.persistence.after_wait()
+from mqstore.journal import Ticket
 
 
 class _AsyncWaiter:
@@ -83,24 +70,24 @@ class AsyncConsumer:
             got = c._stop_waiting(waiter)
             if got is None:
                 return None
-        await _wait(c.session.broker, got[1])
+        await c.session.broker.storage.wait_async(got[1])
         return c._finish(got[0])
 
     async def ack(self, delivery: Delivery) -> None:
         """Acknowledge without blocking the event loop."""
         s = self.consumer.session
-        await _wait(s.broker, s._settle_begin(delivery, "acked"))
+        await s.broker.storage.wait_async(s._settle_begin(delivery, "acked"))
 
     async def reject(self, delivery: Delivery) -> None:
         """Reject without blocking the event loop."""
         s = self.consumer.session
-        await _wait(s.broker, s._settle_begin(delivery, "rejected"))
+        await s.broker.storage.wait_async(s._settle_begin(delivery, "rejected"))
 
     async def release(self, delivery: Delivery) -> None:
         """Give the message back unsettled (``Delivery.release``) without blocking the
         event loop."""
         s = self.consumer.session
-        await _wait(s.broker, s._release_begin(delivery))
+        await s.broker.storage.wait_async(s._release_begin(delivery))
 
     def close(self) -> None:
         """Close the consumer (unacked deliveries go back to the queue)."""
@@ -153,7 +140,7 @@ class AsyncSession:
                     got, pending = s._send_some(dest, pending)
                 ticket = got or ticket
                 break
-        await _wait(broker, ticket)
+        await broker.storage.wait_async(ticket)
         if pending:
             raise timed_out(dest.address, len(pending), len(messages), timeout)
 
@@ -165,7 +152,7 @@ class AsyncSession:
 
     async def commit(self) -> None:
         """Commit the transaction (one TX record)."""
-        await _wait(self.session.broker, self.session._commit_begin())
+        await self.session.broker.storage.wait_async(self.session._commit_begin())
 
     def rollback(self) -> None:
         """Roll the transaction back (nothing to wait for)."""

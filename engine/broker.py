@@ -1,7 +1,8 @@
 """The embedded broker: open a directory, get addresses, queues, sessions; state survives crashes.
 
-``Broker`` owns the runtime state (addresses, queues, messages) and the storage
-(``engine.persistence``). All state changes happen under one lock, in the order their records
+``Broker`` owns the runtime state (addresses, queues, messages) and its storage
+(``broker.storage``, an ``engine.storage.StorageManager``: writes, waits, ids and the
+fail-stop state, over ``engine.persistence``). All state changes happen under one lock, in the order their records
 get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing
 and placement live in ``engine.placement``, delivery and settlement in ``engine.delivery``
 (both typed against ``engine.core.BrokerCore``, so neither imports this module); sessions and
@@ -41,6 +42,7 @@ from .restart import end_open_deliveries, end_recovered_deliveries
 from .restore import restore_messages
 from .session import Session
 from .persistence import Persistence
+from .storage import StorageManager
 from .settings import (AddressSettings, SettingsRepository, check_match,
                        check_queue_config, checked_settings, resolve_queue_config)
 from .values import TIME_MAX, check_bool, check_int, check_text
@@ -53,7 +55,7 @@ from .pagefile import PageFile
 from .paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
                      MessageCache, StoredMessage)
 from .queue import MessageRef, Queue
-from mqstore.journal import FileSystem, JournalError, JournalOptions, OsFileSystem, Ticket
+from mqstore.journal import FileSystem, JournalError, JournalOptions, OsFileSystem
 from mqstore.recovery import (IndexInvalidError, IndexStore, MessageImage, Progress, RecoveryReport,
                               StoreImage, relocate)
 from mqstore.recovery import schema
@@ -81,18 +83,17 @@ class Broker:
             pages.held = self.cache.get
             pages.lost = self.sizes.lost_transient
         persistence.image.released = self._image_released
-        self.reader = IndexReader(persistence.image, self.cache, self._index_damaged)
         self.recovery_report = report
         self.lock = threading.RLock()
         self.room = Room(self.lock)
+        self.storage = StorageManager(persistence, self.room)  # writes, waits, ids, fail-stop
+        self.reader = IndexReader(persistence.image, self.cache, self.storage.index_damaged)
         self.settings = SettingsRepository(syntax)
         self.wildcards = WildcardIndex(syntax)  # wildcard addresses (consumers on news.#)
         self._clock = clock or now_ms
         self.addresses: Dict[str, Address] = {}
         self.queues: Dict[str, Queue] = {}
         self.queues_by_id: Dict[int, Queue] = {}
-        self._failure: Optional[BaseException] = None
-        self._closed = False
         self.closing = False
         self.owners: Dict[str, object] = {}  # Qpid exclusive queues (engine.exclusive)
         self.sessions: List[object] = []
@@ -100,7 +101,7 @@ class Broker:
         self._stop_reaper = threading.Event()
         self.scheduler = Scheduler(self)
         self.last_node = LastNode()
-        self._storage: Optional[OpenedStorage] = None
+        self._opened: Optional[OpenedStorage] = None  # the store lock and files
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         self.deleted = DeletedQueues(persistence.image.deleted)
         for match, (values, _loc) in persistence.image.settings.items():
@@ -185,15 +186,15 @@ class Broker:
         check_int("global_max_size", global_max_size, UNLIMITED, TIME_MAX)
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
-        storage = open_storage(directory, fs, index, journal_options or JournalOptions(),
-                               verify_journal, rebuild_index, progress)
-        rec = storage.recovered
+        opened = open_storage(directory, fs, index, journal_options or JournalOptions(),
+                              verify_journal, rebuild_index, progress)
+        rec = opened.recovered
         try:
             persistence = Persistence(rec.journal, rec.image, rec.index, checkpoint_records)
             pages = PageFile(fs, f"{directory.rstrip('/')}/paging")
             broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget,
                          global_max_size, pages)
-            broker._storage = storage
+            broker._opened = opened
             end_recovered_deliveries(broker, rec.image)
             broker.deliver_scheduled()  # times that passed while the store was closed
             for match, values in entries.items():
@@ -201,9 +202,9 @@ class Broker:
                     broker.set_address_settings(match, values)
             if rec.report.rebuilt:
                 with broker.lock:
-                    broker._guard(persistence.checkpoint_quietly)
+                    broker.storage.guard(persistence.checkpoint_quietly)
         except BrokerFailedError as exc:
-            storage.release()
+            opened.release()
             if rebuild_index or not isinstance(exc.cause, IndexInvalidError):
                 raise
             # damage in the index found while opening: open again, rebuilding it
@@ -216,7 +217,7 @@ class Broker:
                             global_max_size=global_max_size, progress=progress,
                             config=config)
         except BaseException:
-            storage.release()
+            opened.release()
             raise
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
@@ -267,7 +268,7 @@ class Broker:
     def close(self) -> None:
         """Close every session (cancelling unacked deliveries), write a checkpoint, close the
         journal and the index. Safe to call twice."""
-        if self._closed:
+        if self.storage.closed:
             return
         with self.lock:
             consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
@@ -280,20 +281,20 @@ class Broker:
             except BrokerFailedError:
                 pass
         with self.lock:
-            self._closed = True
+            self.storage.closed = True
             self._stop_reaper.set()
             self.scheduler.wake()
             self.room.notify()  # senders waiting for room: they find the broker closed
             try:
-                if self._failure is None:
+                if self.storage.failure is None:
                     self._p.checkpoint_quietly({"consumers": consumers})
             except JournalError:
                 pass  # the journal failed: nothing more to save; recovery runs at open
             finally:
                 if self.pages is not None:
                     self.pages.close()
-                if self._storage is not None:
-                    self._storage.release()
+                if self._opened is not None:
+                    self._opened.release()
                 else:
                     self._p.journal.close()
                     self._p.index.close()
@@ -307,61 +308,9 @@ class Broker:
     # -- guards -------------------------------------------------------------------------------
     @property
     def failed(self) -> bool:
-        """Whether the broker stopped after a storage failure (fail-stop)."""
-        return self._failure is not None
-
-    def check_open(self) -> None:
-        """Raise when the broker is closed or failed (lock held or not)."""
-        if self._failure is not None:
-            raise BrokerFailedError(self._failure)
-        if self._closed:
-            raise IllegalStateError("the broker is closed")
-
-    def _guard(self, fn, *args):  # type: ignore[no-untyped-def]
-        """Run a storage step; a storage error makes the broker fail-stop."""
-        try:
-            return fn(*args)
-        except JournalError as exc:
-            if self._closed:  # an operation raced close(): not a storage failure
-                raise IllegalStateError("the broker is closed") from exc
-            self._failure = exc
-            raise BrokerFailedError(exc) from exc
-        except IndexInvalidError as exc:
-            self._index_damaged(exc)
-
-    def _index_damaged(self, exc: IndexInvalidError) -> None:
-        """What the index holds is damaged (found at run time): fail-stop, and the next open
-        rebuilds the index from the journal (nothing is lost: the journal has it all).
-
-        Raises:
-            BrokerFailedError: always, with ``exc`` as its cause.
-        """
-        self._failure = exc
-        self._p.index.mark_damaged(exc.reason)
-        raise BrokerFailedError(exc) from exc
-
-    def write(self, records: List[tuple]) -> Ticket:
-        """Journal records and fold them (lock held); fail-stop on storage errors. Senders
-        waiting for room on a full address look again (an ack may have made some)."""
-        ticket = self._guard(self._p.write, records)
-        self.room.notify()
-        if self._p.checkpoint_due():  # an index failure is logged and retried, never raised
-            self._guard(self._p.checkpoint_quietly)
-        return ticket
-
-    def wait(self, ticket: Optional[Ticket]) -> None:
-        """Wait for a ticket outside the lock; fail-stop if its write failed."""
-        if ticket is None:
-            return
-        self._guard(ticket.wait)
-        self._p.after_wait()
-
-    def next_id(self) -> int:
-        """A fresh id for an address, queue, message or transaction (lock held)."""
-        image = self._p.image
-        ident = image.next_id
-        image.next_id += 1
-        return ident
+        """Whether the broker stopped after a storage failure (fail-stop: every call raises
+        ``BrokerFailedError`` until the store is reopened, which recovers from the journal)."""
+        return self.storage.failed
 
     def now_ms(self) -> int:
         """The broker's clock, ms since the epoch (injectable for tests)."""
@@ -440,9 +389,9 @@ class Broker:
         """
         from .purge import purge
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             ticket, removed = purge(self, self.referenced_queue(name))
-        self.wait(ticket)
+        self.storage.wait(ticket)
         return removed
 
     def queue_control(self, name: str) -> QueueControl:
@@ -463,9 +412,9 @@ class Broker:
         """
         from .deadletter import expire_messages
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             count, ticket = expire_messages(self)
-        self.wait(ticket)
+        self.storage.wait(ticket)
         return count
 
     # -- address settings ---------------------------------------------------------------------
@@ -479,24 +428,24 @@ class Broker:
         match = check_match(match, self.settings.syntax)
         settings = checked_settings(settings)
         with self.lock:
-            self.check_open()
-            ticket = self.write([(RecordKind.SETTINGS,
+            self.storage.check_open()
+            ticket = self.storage.write([(RecordKind.SETTINGS,
                                   schema.settings(match, settings.to_record()))])
             self.settings.set(match, settings)
             touched = [a for a in self.addresses if matches(match, a, self.settings.syntax)]
-        self.wait(ticket)
+        self.storage.wait(ticket)
         for address in touched:  # a retroactive count given or changed (seed 004 §4.14)
             retroactive.ensure(self, address)
 
     def remove_address_settings(self, match: str) -> None:
         """Remove the entry for ``match`` (journaled). No error when there is none."""
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             if match not in self.settings.entries:
                 return
-            ticket = self.write([(RecordKind.SETTINGS, schema.settings(match, None))])
+            ticket = self.storage.write([(RecordKind.SETTINGS, schema.settings(match, None))])
             self.settings.set(match, None)
-        self.wait(ticket)
+        self.storage.wait(ticket)
 
     def address_settings(self, address: str) -> AddressSettings:
         """The effective settings of ``address`` (every matching entry overlaid)."""
@@ -512,17 +461,17 @@ class Broker:
         """
         check_int("ring_size", ring_size, -1, TIME_MAX)
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             q = self.find_queue(queue)
             config = replace(q.config, ring_size=ring_size)
             ticket = None
             if q.durable:
-                ticket = self.write([(RecordKind.QUEUE_UPDATE,
+                ticket = self.storage.write([(RecordKind.QUEUE_UPDATE,
                                       schema.queue_update(q.id, config.to_record()))])
             q.config = config
             lvq = [p for p in q.policies if hasattr(p, "latest")]
             q.policies = lvq + [p for p in build_policies(config) if not hasattr(p, "latest")]
-        self.wait(ticket)
+        self.storage.wait(ticket)
         return q.info()
 
     def set_cluster_nodes(self, nodes: int) -> None:
@@ -536,7 +485,7 @@ class Broker:
             InvalidArgumentError: nodes not an int >= 1. BrokerFailedError, IllegalStateError.
         """
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             change = self.last_node.report(nodes)
             queues = [q for q in self.queues.values() if q.config.persist_last_node]
             ticket = None
@@ -544,12 +493,7 @@ class Broker:
                 ticket = enter_last_node(self, queues)
             elif change is False:
                 leave_last_node(queues)
-        self.wait(ticket)
-
-    @property
-    def persistence(self) -> Persistence:
-        """The storage of this broker (for the engine's own modules and tools)."""
-        return self._p
+        self.storage.wait(ticket)
 
     # -- addresses and queues -----------------------------------------------------------------
     def create_address(self, name: str,
@@ -570,15 +514,15 @@ class Broker:
         if not rts:
             raise RoutingTypeError("an address needs at least one routing type (004 §4)")
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             if name in self.addresses:
                 raise AlreadyExistsError("address", name)
-            aid = self.next_id()
-            ticket = self.write([(RecordKind.ADDRESS_ADD, schema.address_add(
+            aid = self.storage.next_id()
+            ticket = self.storage.write([(RecordKind.ADDRESS_ADD, schema.address_add(
                 aid, name, [r.value for r in rts], auto_created))])
             addr = self.addresses[name] = Address(aid, name, rts, auto_created)
             self.wildcards.added(name)
-        self.wait(ticket)
+        self.storage.wait(ticket)
         retroactive.ensure(self, name)  # seed 004 §4.14: its ring, when its settings ask
         with self.lock:
             return addr.info(self.sizes, self.settings.resolve(name))
@@ -590,17 +534,17 @@ class Broker:
             AddressNotFoundError. ResourceLimitError: it still has queues.
         """
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             addr = self.addresses.get(name)
             if addr is None:
                 raise AddressNotFoundError(name)
             if addr.queues:
                 raise ResourceLimitError(f"address {name!r} still has queues "
                                          f"{sorted(addr.queues)}; delete them first")
-            ticket = self.write([(RecordKind.ADDRESS_DEL, schema.by_id(addr.id))])
+            ticket = self.storage.write([(RecordKind.ADDRESS_DEL, schema.by_id(addr.id))])
             del self.addresses[name]
             self.wildcards.removed(name)
-        self.wait(ticket)
+        self.storage.wait(ticket)
 
     def create_queue(self, config: QueueConfig) -> QueueInfo:
         """Create a queue on an existing address (journaled when durable).
@@ -613,7 +557,7 @@ class Broker:
         """
         check_queue_config(config, self.settings.syntax)
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             config = self._resolve_config(config)
             addr = self.addresses.get(config.address)
             if addr is None:
@@ -625,14 +569,14 @@ class Broker:
                                        f"{config.routing_type.value}")
             if config.alternate_address and config.alternate_address not in self.addresses:
                 raise AddressNotFoundError(config.alternate_address)
-            queue = self.new_queue(self.next_id(), config)
+            queue = self.new_queue(self.storage.next_id(), config)
             ticket = None
             if config.durable:
-                ticket = self.write([(RecordKind.QUEUE_ADD, schema.queue_add(
+                ticket = self.storage.write([(RecordKind.QUEUE_ADD, schema.queue_add(
                     queue.id, config.name, config.address, config.routing_type.value,
                     config.to_record()))])
             self._attach_queue(queue)
-        self.wait(ticket)
+        self.storage.wait(ticket)
         if not retroactive.is_ring(config.name):
             retroactive.copy_to(self, queue)  # a retroactive address's last messages first
         return queue.info()
@@ -660,7 +604,7 @@ class Broker:
         check_bool("if_empty", if_empty)
         check_bool("if_unused", if_unused)
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             queue = self.queues.get(name)
             if queue is None:
                 raise QueueNotFoundError(name)
@@ -675,7 +619,7 @@ class Broker:
             now = self.now_ms()
             cfg = queue.config
             if queue.durable:
-                ticket = self.write([(RecordKind.QUEUE_DEL, schema.queue_deleted(
+                ticket = self.storage.write([(RecordKind.QUEUE_DEL, schema.queue_deleted(
                     queue.id, name, cfg.address, cfg.routing_type.value, now))])
             for ref in list(queue.ready) + list(queue.tail) + list(queue.delivering.values()) \
                     + queue.paged.drop() + queue.scheduled.drop():
@@ -687,7 +631,7 @@ class Broker:
                 addr.queues.pop(name, None)
             self.deleted.add(DeletedQueue(name, cfg.address, cfg.routing_type, queue.durable,
                                           now))
-        self.wait(ticket)
+        self.storage.wait(ticket)
 
     def deleted_queues(self) -> List[DeletedQueue]:
         """The newest 100 deleted queues, oldest first, with the time each was deleted (seed
@@ -727,7 +671,7 @@ class Broker:
             KeyError: the store no longer holds it. BrokerFailedError: a storage error (the
                 broker fail-stops).
         """
-        return self._guard(self._p.read_body, mid)  # type: ignore[no-any-return]
+        return self.storage.guard(self._p.read_body, mid)  # type: ignore[no-any-return]
 
     def drop_message_ref(self, ref: MessageRef) -> None:
         """Forget a reference that left its queue; RAM lets the message go with its last
@@ -788,7 +732,7 @@ class Broker:
                                     p.image.tables.msg.count + transient,
                                     p.journal.statistics(), p.last_checkpoint_lsn,
                                     p.checkpoint_failures, p.last_checkpoint_error,
-                                    self._failure is not None, self.budget.statistics(),
+                                    self.storage.failure is not None, self.budget.statistics(),
                                     p.index.commits, p.index.written,
                                     self.pages.statistics() if self.pages else None)
 
@@ -800,8 +744,8 @@ class Broker:
                 journal still holds everything). BrokerFailedError, IllegalStateError.
         """
         with self.lock:
-            self.check_open()
-            return self._guard(self._p.checkpoint)
+            self.storage.check_open()
+            return self.storage.guard(self._p.checkpoint)
 
     def compact(self, force: bool = False):  # type: ignore[no-untyped-def]
         """Checkpoint, compact the journal, apply the relocations and checkpoint again.
@@ -810,12 +754,12 @@ class Broker:
             The journal's ``CompactionReport``.
         """
         with self.lock:
-            self.check_open()
-            self._guard(self._p.checkpoint)
-            report = self._guard(self._p.journal.compact, force)
+            self.storage.check_open()
+            self.storage.guard(self._p.checkpoint)
+            report = self.storage.guard(self._p.journal.compact, force)
             if report.compacted:
                 relocate(self._p.image, report.relocations)
-                self._guard(self._p.checkpoint)
+                self.storage.guard(self._p.checkpoint)
             return report
 
     def restore_messages(self, items: Sequence[Tuple[Any, ...]]) -> None:
@@ -834,14 +778,14 @@ class Broker:
         if client_id is not None:
             check_text("client_id", client_id)
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             return Connection(self, client_id)
 
     def session(self, transacted: bool = False) -> Session:
         """A new session (``engine.session.Session``), a connection of its own; use it as a
         context manager."""
         with self.lock:
-            self.check_open()
+            self.storage.check_open()
             s = Session(self, transacted)
             self.sessions.append(s)
             return s

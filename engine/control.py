@@ -49,7 +49,7 @@ class QueueControl:
         self._broker = broker
         self._name = name
         with broker.lock:
-            broker.check_open()
+            broker.storage.check_open()
             broker.referenced_queue(name)  # raises QueueNotFoundError now
 
     @property
@@ -113,7 +113,7 @@ class QueueControl:
     def _run(self, flt: Optional[Filter], to_queue: Optional[str]) -> int:
         broker = self._broker
         with broker.lock:
-            broker.check_open()
+            broker.storage.check_open()
             queue = broker.referenced_queue(self._name)
             target = None
             if to_queue is not None:
@@ -122,7 +122,7 @@ class QueueControl:
                     raise InvalidArgumentError("to_queue", f"{to_queue!r} is the queue the "
                                                f"messages are on")
             ticket, count = _settle_all(broker, queue, flt, target)
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
         return count
 
 

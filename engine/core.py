@@ -2,7 +2,7 @@
 
 ``engine.placement``, ``engine.delivery``, ``engine.deadletter``, ``engine.autocreate``,
 ``engine.restart``, ``engine.restore`` and ``engine.session`` work on one open broker: its lock,
-its addresses and queues, the write path (append and fold, then wait), the address-full state
+its addresses and queues, its storage (append and fold, then wait), the address-full state
 and the RAM budget. They are typed against this protocol; ``engine.broker.Broker`` implements it
 and is the only module that imports them all.
 """
@@ -17,11 +17,10 @@ from .addressfull import AddressSizes, Room
 from .model import QueueConfig, QueueInfo
 from .pagefile import PageFile
 from .paging import MemoryBudget
-from .persistence import Persistence
 from .queue import MessageRef, Queue
 from .settings import SettingsRepository
+from .storage import StorageManager
 from .wildcards import WildcardIndex
-from mqstore.journal import Ticket
 
 
 class BrokerCore(Protocol):
@@ -36,6 +35,8 @@ class BrokerCore(Protocol):
         closing: ``close`` has begun (it ends consumers, which must delete no queue).
         owners: queue name -> the session that declared it exclusive (``engine.exclusive``).
         wildcards: the wildcard addresses and what they match (``engine.wildcards``).
+        storage: writes (append and fold), waits, fresh ids and the fail-stop state
+            (``engine.storage.StorageManager``).
     """
 
     lock: threading.RLock
@@ -52,20 +53,7 @@ class BrokerCore(Protocol):
     closing: bool
     owners: Dict[str, Any]
     wildcards: WildcardIndex
-
-    @property
-    def persistence(self) -> Persistence: ...
-
-    @property
-    def failed(self) -> bool: ...
-
-    def check_open(self) -> None: ...
-
-    def write(self, records: List[tuple]) -> Ticket: ...
-
-    def wait(self, ticket: Optional[Ticket]) -> None: ...
-
-    def next_id(self) -> int: ...
+    storage: StorageManager
 
     def now_ms(self) -> int: ...
 

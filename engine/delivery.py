@@ -59,7 +59,7 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
             full): before anything is placed.
     """
     routed = [(_route_from(broker, dest, msg, sender), msg) for msg in messages]
-    limit = broker.persistence.journal.options.max_frame()
+    limit = broker.storage.max_frame()
     for (addr, queues), msg in routed:
         fitting_bound(addr.name, len(queues), msg, limit)
     admitted = admission(broker, routed)
@@ -151,7 +151,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                             schema.delivery(queue.id, ref.msg.mid, ref.delivery_count)))
     if expired:
         expire_now(broker, expired)
-    return refs, (broker.write(records) if records else None)
+    return refs, (broker.storage.write(records) if records else None)
 
 
 def _take(queue: Queue, consumer: Any) -> Optional[MessageRef]:
@@ -224,7 +224,7 @@ def settle(broker: BrokerCore, refs: Iterable[Removal], journal: bool = True) ->
         if ref.journaled and journal:
             records.append((RecordKind.ACK, schema.ack(queue.id, ref.msg.mid, reason)))
         forget(broker, ref, reason)
-    return broker.write(records) if records else None
+    return broker.storage.write(records) if records else None
 
 
 def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
@@ -275,7 +275,7 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
     records += [(RecordKind.DELIVERY, schema.delivery(r.queue.id, r.msg.mid, r.delivery_count,
                                                       returned=True, at=at))
                 for r, at in later if r.journaled]
-    ticket = broker.write(records) if records else None
+    ticket = broker.storage.write(records) if records else None
     for ref, why in removals:
         forget(broker, ref, why)
     for ref, at in later:  # into the scheduled buffer: the index's part, or RAM's
@@ -311,7 +311,7 @@ def commit(broker: BrokerCore, sends: Sequence[Tuple[Destination, Message]],
     routed = [(_route_from(broker, dest, msg, sender), msg) for dest, msg in sends]
     size = sum(record_bound(addr.name, len(queues), msg) for (addr, queues), msg in routed)
     size += ACK_BOUND * len(acks)
-    limit = broker.persistence.journal.options.max_frame()
+    limit = broker.storage.max_frame()
     if size + FRAME_OVERHEAD > limit:
         raise RecordTooLargeError(size + FRAME_OVERHEAD, limit)
     admitted = admission(broker, routed, block=False)

@@ -97,7 +97,7 @@ def depage(broker: BrokerCore, addr: Address, asking: Queue, want: int
     acks = [schema.ack(r.queue.id, r.msg.mid, why) for r, why in removals if r.journaled]
     ticket = None
     if journaled is not None or acks:
-        ticket = broker.write([(RecordKind.DEPAGE,
+        ticket = broker.storage.write([(RecordKind.DEPAGE,
                                 schema.depage(addr.name, journaled or (0, 0), acks))])
     for q in touched:
         q.written()

@@ -118,7 +118,7 @@ def force(broker: BrokerCore, refs: List[MessageRef],
             elif r.delivery_count > 0:
                 records.append((RecordKind.DELIVERY, schema.delivery(
                     r.queue.id, msg.mid, r.delivery_count, returned=True, at=at)))
-    ticket = broker.write(records)
+    ticket = broker.storage.write(records)
     first = ticket.lsn - len(records) + 1
     touched: Dict[int, Queue] = {}
     for msg, group, at, index in slots:

@@ -108,7 +108,7 @@ def settle_out(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target:
     properties is logged, and dropped when going to an address (the queue is going away);
     a move to a queue leaves it on ``queue`` instead (back at the head). Returns the last
     ticket, how many were copied and how many dropped."""
-    limit = broker.persistence.journal.options.max_frame()
+    limit = broker.storage.max_frame()
     ticket: Optional[Ticket] = None
     batch: List[Tuple[MessageRef, Optional[Message], str]] = []
     kept: List[MessageRef] = []

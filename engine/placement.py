@@ -148,7 +148,7 @@ class Placement:
         self.spill: List[Tuple[StoredMessage, List[MessageRef]]] = []
         self.removals: List[Removal] = []
         self.touched: Dict[int, Queue] = {}
-        self.base_lsn = broker.persistence.journal.next_lsn - 1
+        self.base_lsn = broker.storage.last_lsn()
         self.scheduled = False  # a message went to a scheduled buffer
         self.evicted: Dict[int, int] = {}  # queue id -> body bytes removed, not forgotten yet
 
@@ -168,7 +168,7 @@ class Placement:
         expiration = msg.expiration
         if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
             expiration = self.now + settings.expiry_delay  # seed 004 §4.9.6.4
-        mid = broker.next_id()
+        mid = broker.storage.next_id()
         journaled = [q for q in queues if q.durable and (msg.durable or q.persisting)]
         ts = msg.timestamp or self.now
         slot = -1
@@ -233,12 +233,12 @@ class Placement:
         ticket = None
         if as_tx or all_acks:
             if self.payloads or all_acks:
-                ticket = broker.write([(RecordKind.TX, schema.tx(broker.next_id(),
+                ticket = broker.storage.write([(RecordKind.TX, schema.tx(broker.storage.next_id(),
                                                                  self.payloads, all_acks))])
             lsn_of = (lambda slot: (ticket.lsn, slot)) if ticket else None
         else:
             if self.payloads:
-                ticket = broker.write([(RecordKind.MESSAGE, p) for p in self.payloads])
+                ticket = broker.storage.write([(RecordKind.MESSAGE, p) for p in self.payloads])
             first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
             lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
         prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
@@ -343,7 +343,7 @@ def fitting_bound(address: str, queues: int, msg: Message, limit: int) -> int:
 
 def chunks(broker: BrokerCore, items: List[Tuple[Routed, bool]]
             ) -> List[List[Tuple[Routed, bool]]]:
-    limit = broker.persistence.journal.options.max_frame()
+    limit = broker.storage.max_frame()
     chunks: List[List[Tuple[Routed, bool]]] = [[]]
     size = 0
     for item in items:

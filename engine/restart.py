@@ -25,13 +25,13 @@ def end_open_deliveries(broker: BrokerCore) -> None:
     """At close: cancel every unsettled delivery of every session, in consumption order
     (``MessageRef.taken``). Nothing is done after a storage failure (recovery ends them at the
     next open)."""
-    if broker.failed:
+    if broker.storage.failed:
         return
     try:
         with broker.lock:
             refs = [d._ref for s in broker.sessions for d in s.take_unsettled()]
             ticket = cancel(broker, sorted(refs, key=lambda r: r.taken), delayed=False)
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
     except BrokerFailedError:
         pass  # failed meanwhile: recovery ends them at the next open
 
@@ -63,4 +63,4 @@ def end_recovered_deliveries(broker: BrokerCore, image: StoreImage) -> None:
         for queue in {q.id: q for _l, q, _r in busy}.values():
             queue.sort_ready()
             queue.page_out_head()
-    broker.wait(ticket)
+    broker.storage.wait(ticket)

@@ -42,9 +42,9 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
     items = [(item[0], dict(item[1]), item[2].checked(),
               dict(item[3]) if len(item) > 3 else {}, list(item[4]) if len(item) > 4 else [])
              for item in items]
-    limit = broker.persistence.journal.options.max_frame()
+    limit = broker.storage.max_frame()
     with broker.lock:
-        broker.check_open()
+        broker.storage.check_open()
         plans = []
         for address, counts, msg, scheduled, head in items:
             if address not in broker.addresses:
@@ -68,7 +68,7 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
         placed = []
         heads: Dict[int, List[int]] = {}  # queue id -> message ids to put on its head
         for address, queues, counts, msg, scheduled, head in plans:
-            mid = broker.next_id()
+            mid = broker.storage.next_id()
             on_disk = [q for q in queues if q.durable] if msg.durable else []
             pg = broker.sizes.paging(address)
             if on_disk:
@@ -88,10 +88,10 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
                            scheduled, head, pg))
         first_due = len(records)
         records += [(RecordKind.DUE, schema.due(qid, mids, [])) for qid, mids in heads.items()]
-        ticket = broker.write(records) if records else None
+        ticket = broker.storage.write(records) if records else None
         base = ticket.lsn - len(records) + 1 if ticket else 0
         index = 0
-        prev: Tuple[int, ...] = (broker.persistence.journal.next_lsn - 1 - len(records), 1 << 62)
+        prev: Tuple[int, ...] = (broker.storage.last_lsn() - len(records), 1 << 62)
         due_lsn = {qid: base + first_due + i for i, qid in enumerate(heads)}
         for mid, address, queues, counts, msg, on_disk, upto, scheduled, head, pg in placed:
             stored = StoredMessage(mid, address, msg.durable, dict(msg.properties),
@@ -137,6 +137,6 @@ def restore_messages(broker: BrokerCore, items: Sequence[Tuple[Any, ...]]) -> No
         for q in touched:
             q.written()
             broker.serve(q)
-    broker.wait(ticket)
+    broker.storage.wait(ticket)
     broker.wake_scheduler()
 

@@ -82,7 +82,7 @@ def copy_to(broker: BrokerCore, queue: Queue) -> None:
                 continue  # settled meanwhile
             copies.append(Message(body, dict(msg.properties), msg.durable, msg.priority,
                                   msg.expiration, msg.timestamp))
-        limit = broker.persistence.journal.options.max_frame()
+        limit = broker.storage.max_frame()
         ticket = None
         for start in range(0, len(copies), CHUNK):
             placement = Placement(broker)
@@ -96,4 +96,4 @@ def copy_to(broker: BrokerCore, queue: Queue) -> None:
                 size += n
             ticket = placement.write() or ticket
         broker.serve(queue)
-    broker.wait(ticket)
+    broker.storage.wait(ticket)

@@ -67,7 +67,7 @@ class Scheduler:
                 return
             with broker.lock:
                 try:
-                    broker.check_open()
+                    broker.storage.check_open()
                 except (BrokerFailedError, IllegalStateError):
                     return
                 times = [t for q in broker.queues.values()
@@ -95,14 +95,14 @@ class Scheduler:
         while True:  # one step per queue at a time: the lock is let go between steps
             ticket, stepped = None, 0
             with broker.lock:
-                broker.check_open()
+                broker.storage.check_open()
                 now = broker.now_ms()
                 for queue in list(broker.queues.values()):
                     nxt = queue.scheduled.next_due()
                     if nxt is not None and nxt <= now:
                         n, t = promote_due(broker, queue, now, steps=1)
                         stepped, ticket = stepped + n, t or ticket
-            broker.wait(ticket)
+            broker.storage.wait(ticket)
             count += stepped
             if not stepped:
                 with broker.lock:  # delayed Qpid auto-deletes that are due
@@ -118,7 +118,7 @@ class Scheduler:
         check_int("limit", limit, 0, TIME_MAX)
         broker = self.broker
         with broker.lock:
-            broker.check_open()
+            broker.storage.check_open()
             q = broker.find_queue(queue)
             return [ScheduledMessage(ref.msg.to_message(body_of(broker, ref.msg)), at,
                                      ref.delivery_count, q.name)
@@ -136,13 +136,13 @@ class Scheduler:
         check_int("message_id", message_id, 0, TIME_MAX)
         broker = self.broker
         with broker.lock:
-            broker.check_open()
+            broker.storage.check_open()
             q = broker.find_queue(queue)
             try:
                 ticket = fn(broker, q, message_id)
             except KeyError:
                 raise MessageNotFoundError(message_id, queue) from None
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
 
 
 __all__ = ["MAX_SLEEP", "Scheduler"]

@@ -96,9 +96,9 @@ def place_due(broker: BrokerCore, queue: Queue, refs: List[MessageRef], now: int
     ticket = None
     if journaled or any(r.journaled for r, _why in removals):
         acks = [schema.ack(r.queue.id, r.msg.mid, why) for r, why in removals if r.journaled]
-        ticket = broker.write([(RecordKind.DUE, schema.due(
+        ticket = broker.storage.write([(RecordKind.DUE, schema.due(
             queue.id, [r.msg.mid for r in journaled], acks))])
-    lsn = ticket.lsn if ticket is not None else broker.persistence.journal.next_lsn - 1
+    lsn = ticket.lsn if ticket is not None else broker.storage.last_lsn()
     prev = (0, (lsn << HEAD_SHIFT) - 1) if ticket is not None else \
         (0, (lsn << HEAD_SHIFT) | ((1 << HEAD_SHIFT) - 1))
     i = 0
@@ -135,7 +135,7 @@ def remove_scheduled(broker: BrokerCore, queue: Queue, mid: int) -> Optional[Tic
     _at, ref = found
     ticket = None
     if ref.journaled:
-        ticket = broker.write([(RecordKind.ACK, schema.ack(queue.id, mid,
+        ticket = broker.storage.write([(RecordKind.ACK, schema.ack(queue.id, mid,
                                                            AckReason.KILLED.value))])
     forget(broker, ref, AckReason.KILLED.value)
     return ticket

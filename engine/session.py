@@ -81,7 +81,7 @@ class Delivery(ReceivedMessage):
         scheduled buffer first (Artemis redelivery delay). Not counted as rejected; it
         reaches the dead-letter address only after ``max_delivery_attempts`` deliveries. At
         once, also in a transacted session. Returns once the return is durable."""
-        self._session.broker.wait(self._session._release_begin(self))
+        self._session.broker.storage.wait(self._session._release_begin(self))
 
 
 class _Waiter:
@@ -153,7 +153,7 @@ class Consumer:
             got = self._stop_waiting(waiter)
         if got is None:
             return None
-        self.session.broker.wait(got[1])  # the DELIVERY record is durable first
+        self.session.broker.storage.wait(got[1])  # the DELIVERY record is durable first
         return self._finish(got[0])
 
     def _take_or_wait(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
@@ -194,7 +194,7 @@ class Consumer:
             refs, ticket = ops.deliver_many(broker, self.queue, self, room) if room > 0 \
                 else ([], None)
         if refs:  # ready now: one DELIVERY write and one wait for all of them
-            broker.wait(ticket)
+            broker.storage.wait(ticket)
             return [self._finish(r) for r in refs]
         first = self.receive(timeout)
         if first is None:
@@ -203,7 +203,7 @@ class Consumer:
             self._check()
             room = min(max_messages - 1, self.window - len(self.unacked))
             refs, ticket = ops.deliver_many(broker, self.queue, self, max(0, room))
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
         return [first] + [self._finish(r) for r in refs]
 
     def receive_nowait(self) -> Optional[Delivery]:
@@ -222,7 +222,7 @@ class Consumer:
         return d
 
     def _check(self) -> None:
-        self.session.broker.check_open()
+        self.session.broker.storage.check_open()
         if self.closed or self.session.closed:
             raise IllegalStateError("the consumer is closed")
 
@@ -254,7 +254,7 @@ class Consumer:
             if released:
                 ops.serve_waiters(broker, self.queue)
             autocreate.maybe_delete(broker, self.queue)
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
 
 
 class Session:
@@ -312,7 +312,7 @@ class Session:
             if pending:  # the wait ended at the deadline: one more look
                 got, pending = self._send_some(dest, pending)
                 ticket = got or ticket
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
         if pending:
             raise timed_out(dest.address, len(pending), len(messages), timeout)
 
@@ -520,7 +520,7 @@ class Session:
         """
         broker = self.broker
         with broker.lock:
-            broker.check_open()
+            broker.storage.check_open()
             self._check()
             if any(d.state != "delivered" for d in deliveries):
                 raise IllegalStateError("a delivery in the batch is already settled")
@@ -537,10 +537,10 @@ class Session:
             for queue in queues.values():
                 ops.serve_waiters(broker, queue)
                 autocreate.maybe_delete(broker, queue)
-        broker.wait(ticket)
+        broker.storage.wait(ticket)
 
     def _settle(self, d: Delivery, reason: str) -> None:
-        self.broker.wait(self._settle_begin(d, reason))
+        self.broker.storage.wait(self._settle_begin(d, reason))
 
     def _settle_begin(self, d: Delivery, reason: str) -> Optional[Ticket]:
         broker = self.broker
@@ -565,7 +565,7 @@ class Session:
 
     def _check_unsettled(self, d: Delivery, verb: str) -> None:
         """Raise unless ``d`` may be settled or released now (lock held)."""
-        self.broker.check_open()
+        self.broker.storage.check_open()
         if d.state != "delivered":
             raise IllegalStateError(f"the delivery is {d.state}; it cannot be {verb}")
         if self.closed:
@@ -594,7 +594,7 @@ class Session:
                 refuses one of its sends): nothing of the transaction is applied; it stays
                 open.
         """
-        self.broker.wait(self._commit_begin())
+        self.broker.storage.wait(self._commit_begin())
 
     def _commit_begin(self) -> Optional[Ticket]:
         broker = self.broker
@@ -628,7 +628,7 @@ class Session:
                 raise IllegalStateError("rollback on a non-transacted session; use recover()")
             self._tx_sends = []
             ticket = self._cancel_received()
-        self.broker.wait(ticket)  # what the queues' policies decided is durable on return
+        self.broker.storage.wait(ticket)  # what the queues' policies decided is durable on return
 
     def recover(self) -> None:
         """Non-transacted sessions: return every unacked received message to its queue head
@@ -636,7 +636,7 @@ class Session:
         with self.broker.lock:
             self._check()
             ticket = self._cancel_received()
-        self.broker.wait(ticket)
+        self.broker.storage.wait(ticket)
 
     def _cancel_received(self) -> Optional[Ticket]:
         taken = self.take_unsettled()
@@ -656,7 +656,7 @@ class Session:
         return pending
 
     def _check(self) -> None:
-        self.broker.check_open()
+        self.broker.storage.check_open()
         if self.closed:
             raise IllegalStateError("the session is closed")
 
@@ -666,7 +666,7 @@ class Session:
         with self.broker.lock:
             if self.closed:
                 return
-            if self.transacted and not self.broker.failed:
+            if self.transacted and not self.broker.storage.failed:
                 self._tx_sends = []
                 ticket = self._cancel_received()
             for c in list(self.consumers):
@@ -675,8 +675,8 @@ class Session:
             _exclusive.session_closed(self.broker, self)
             if self in self.broker.sessions:
                 self.broker.sessions.remove(self)
-        if not self.broker.failed:
-            self.broker.wait(ticket)
+        if not self.broker.storage.failed:
+            self.broker.storage.wait(ticket)
 
     def __enter__(self) -> "Session":
         return self

@@ -31,13 +31,13 @@ Broker.__init__ = _tracked_init  # type: ignore[method-assign]
 
 def _let_go(b: Any) -> None:
     """Stop an abandoned broker's threads and close its files, writing nothing of its own."""
-    if b._closed:
+    if b.storage.closed:
         return
-    b._closed = True  # its scheduler and reaper see a closed broker and stop
+    b.storage.closed = True  # its scheduler and reaper see a closed broker and stop
     b._stop_reaper.set()
     b.scheduler.wake()
     for close in (getattr(b.pages, "close", None),
-                  b._storage.release if b._storage is not None else None):
+                  b._opened.release if b._opened is not None else None):
         if close is not None:
             try:
                 close()

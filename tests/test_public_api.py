@@ -54,3 +54,11 @@ def test_importing_one_layer_loads_no_layer_above_it() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_broker_shows_no_storage_internals() -> None:
+    """Writing records, waiting on tickets and taking ids are the storage's
+    (``broker.storage``, the engine's StorageManager), not the Broker's public methods."""
+    for name in ("write", "wait", "next_id", "persistence", "check_open"):
+        assert not hasattr(mqstore.Broker, name), name
+    assert isinstance(mqstore.Broker.failed, property)

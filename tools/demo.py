@@ -166,7 +166,7 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
         with broker.session() as s:
             board = [dict(m.message.properties) for m in s.create_browser(demo_job.BOARD_QUEUE)]
         segments = [(s.sequence, s.count, s.live_count, s.end)
-                    for s in broker.persistence.journal.segments()]
+                    for s in broker.storage.persistence.journal.segments()]
         memory = broker.statistics().memory
         broker.close()
     acked_for_sure = tally.acked | phase2.acked | ((tally.acking - tally.acked) - present)

@@ -53,7 +53,7 @@ class BrokerCollector:
         is closed or failed."""
         b = self.broker
         try:
-            b.check_open()
+            b.storage.check_open()
             queues = [b.queue_info(name) for name in b.queue_names()]
             addresses = [b.address_info(name) for name in b.address_names()]
             stats = b.statistics()

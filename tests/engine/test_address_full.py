@@ -331,7 +331,7 @@ def test_paging_state_survives_reopen(tmp_path: Path, how: str) -> None:
     if how == "close":
         b.close()
     else:  # the process dies: nothing more is written
-        b._storage.release()  # type: ignore[union-attr]
+        b._opened.release()  # type: ignore[union-attr]
     b = open_broker(tmp_path, st, rebuild_index=how == "rebuild")
     info = b.address_info("q")
     assert info.paging

@@ -38,10 +38,10 @@ def broker(tmp_path: Path):
 
 def refused(broker: Broker, call: Callable[[], Any]) -> MqStoreError:
     """``call`` raises an MqStoreError, writes nothing, and the broker still serves."""
-    before = broker.persistence.journal.next_lsn
+    before = broker.storage.persistence.journal.next_lsn
     with pytest.raises(MqStoreError) as info:
         call()
-    assert broker.persistence.journal.next_lsn == before, "a refused call wrote a record"
+    assert broker.storage.persistence.journal.next_lsn == before, "a refused call wrote a record"
     with broker.session() as s:
         s.send("q", Message(b"still serving"))
         d = s.create_consumer("q").receive(1)
@@ -80,8 +80,8 @@ def test_a_transacted_send_takes_a_checked_copy(broker: Broker) -> None:
         m.priority = 99
         t.commit()
     broker.close()
-    b = Broker.open(broker.persistence.journal.directory.rsplit("/", 1)[0], expiry_scan_ms=0,
-                    journal_options=OPTS)
+    directory = broker.storage.persistence.journal.directory.rsplit("/", 1)[0]
+    b = Broker.open(directory, expiry_scan_ms=0, journal_options=OPTS)
     try:
         with b.session() as s:
             d = s.create_consumer("q").receive(1)
@@ -187,11 +187,11 @@ def test_any_message_value_round_trips_or_is_refused(tmp_path_factory, sends) ->
         m = Message(b"base", {})
         m.properties = props
         setattr(m, field, value)
-        before = b.persistence.journal.next_lsn
+        before = b.storage.persistence.journal.next_lsn
         try:
             b.session().send("q", m)
         except MqStoreError:
-            assert b.persistence.journal.next_lsn == before
+            assert b.storage.persistence.journal.next_lsn == before
             continue
         kept = m.checked()
         if kept.durable and (kept.expiration == 0 or kept.expiration > now_ms() + 60_000):
@@ -238,7 +238,7 @@ def test_any_name_config_or_setting_round_trips_or_is_refused(tmp_path_factory, 
     b.create_address("base")
     try:
         for kind, name, extra in steps:
-            before = b.persistence.journal.next_lsn
+            before = b.storage.persistence.journal.next_lsn
             try:
                 if kind == "address":
                     b.create_address(name, auto_created=extra)
@@ -247,7 +247,7 @@ def test_any_name_config_or_setting_round_trips_or_is_refused(tmp_path_factory, 
                 else:
                     b.set_address_settings(name, AddressSettings(**extra))
             except MqStoreError:
-                assert b.persistence.journal.next_lsn == before
+                assert b.storage.persistence.journal.next_lsn == before
             except Exception as exc:  # pragma: no cover - what this test exists to catch
                 raise AssertionError(f"{kind} {name!r} {extra!r}: untyped {exc!r}") from exc
         want = (b.address_names(), [b.queue_info(q) for q in b.queue_names()],

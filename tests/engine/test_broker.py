@@ -27,7 +27,7 @@ def broker(tmp_path: Path):
 
 
 def reopen(b: Broker) -> Broker:
-    d = b.persistence.journal.directory.rsplit("/journal", 1)[0]
+    d = b.storage.persistence.journal.directory.rsplit("/journal", 1)[0]
     b.close()
     return Broker.open(d, journal_options=OPTS)
 
@@ -38,7 +38,7 @@ def bodies(b: Broker, queue: str) -> List[bytes]:
 
 
 def kinds(b: Broker) -> List[int]:
-    return [r.kind for r in b.persistence.journal.records()]
+    return [r.kind for r in b.storage.persistence.journal.records()]
 
 
 @pytest.mark.parametrize("name", ["", "a b", "a&b", "a::b", "a,b", "a?b", "a>b", "a#", "a.b*",
@@ -101,7 +101,7 @@ def test_multicast_stores_the_body_once_and_frees_it_with_the_last_ack(broker: B
             assert bodies(broker, q) == [b"hello"]
         for q in ("s1", "s2"):
             s.create_consumer(q).receive(1).ack()
-        journal = broker.persistence.journal
+        journal = broker.storage.persistence.journal
         assert journal.statistics().live_records > 0
         live_before = journal.statistics().live_records
         s.create_consumer("s3").receive(1).ack()
@@ -354,10 +354,10 @@ def test_asyncio_facade_shares_group_commit(broker: Broker) -> None:
         s.close()
         return out
 
-    stats_before = broker.persistence.journal.statistics()
+    stats_before = broker.storage.persistence.journal.statistics()
     out = asyncio.run(main())
     assert sorted(out) == sorted(b"%d" % i for i in range(200))
-    stats = broker.persistence.journal.statistics()
+    stats = broker.storage.persistence.journal.statistics()
     assert stats.batches - stats_before.batches < 600  # 200 sends shared fsyncs
 
 

@@ -459,7 +459,7 @@ def test_last_value_state_is_the_same_after_a_crash_as_after_a_close(tmp_path: P
     if ending == "close":
         b.close()
     else:
-        b._storage.release()  # what kill -9 leaves: no cancel, no checkpoint
+        b._opened.release()  # what kill -9 leaves: no cancel, no checkpoint
     for _ in range(2):  # and the decision holds at the next open too
         b2 = open_broker(d)
         try:
@@ -480,7 +480,7 @@ def test_a_ring_ends_its_deliveries_the_same_after_a_crash(tmp_path: Path, endin
     s = b.session()
     assert s.create_consumer("r").receive(1).message.body == b"A"
     send(b, "r", "C")
-    b.close() if ending == "close" else b._storage.release()
+    b.close() if ending == "close" else b._opened.release()
     for _ in range(2):
         b2 = open_broker(tmp_path)
         try:
@@ -501,7 +501,7 @@ def test_max_delivery_attempts_apply_the_same_after_a_crash(tmp_path: Path, endi
     send(b, "jobs", "j1", "j2")
     s = b.session()
     assert s.create_consumer("jobs").receive(1).message.body == b"j1"
-    b.close() if ending == "close" else b._storage.release()
+    b.close() if ending == "close" else b._opened.release()
     b2 = open_broker(tmp_path)
     try:
         assert bodies(b2, "jobs") == ["j2"] and bodies(b2, "DLQ") == ["j1"]

@@ -83,19 +83,20 @@ def test_the_seeds_custom_wildcard_syntax(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", ["news#", "news.#x", "news.sp*rt", "*news"])
 def test_a_wildcard_character_inside_a_word_is_refused(tmp_path: Path, name: str) -> None:
     with Broker.open(str(tmp_path / "s"), address_settings={"#": AUTO}) as b:
-        records = len(list(b.persistence.journal.records()))
+        records = len(list(b.storage.persistence.journal.records()))
         with pytest.raises(InvalidNameError):
             b.create_address(name)
         with b.session() as s, pytest.raises(InvalidNameError):
             s.create_consumer(name)
-        assert b.address_names() == [] and len(list(b.persistence.journal.records())) == records
+        assert b.address_names() == []
+        assert len(list(b.storage.persistence.journal.records())) == records
 
 
 def test_nothing_is_sent_to_a_wildcard_address_and_nothing_is_written(tmp_path: Path) -> None:
     with Broker.open(str(tmp_path / "s"), address_settings={"#": AUTO}) as b:
         b.create_address("news.#", MULTI)
         b.create_queue(QueueConfig("all", "news.#", RoutingType.MULTICAST))
-        records = len(list(b.persistence.journal.records()))
+        records = len(list(b.storage.persistence.journal.records()))
         with b.session() as s:
             for target in ("news.#", "news.*", "news.#::all", "multicast://news.*.x"):
                 with pytest.raises(InvalidArgumentError, match="wildcard"):
@@ -105,7 +106,7 @@ def test_nothing_is_sent_to_a_wildcard_address_and_nothing_is_written(tmp_path: 
                 tx.send("news.#", Message(b"x"))
             tx.close()
         assert b.address_names() == ["news.#"]  # none auto-created
-        assert len(list(b.persistence.journal.records())) == records
+        assert len(list(b.storage.persistence.journal.records())) == records
         assert b.queue_info("all").message_count == 0
 
 

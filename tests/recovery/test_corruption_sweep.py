@@ -47,7 +47,7 @@ def build(d: Path, crashed: bool) -> None:
         b.checkpoint()
         with b.session() as s:
             s.send_many("orders", [Message(f"late {i}") for i in range(3)])
-        b._storage.release()
+        b._opened.release()
     else:
         b.close()
 

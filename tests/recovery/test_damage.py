@@ -143,7 +143,7 @@ def test_a_torn_tail_after_the_checkpoint_is_still_dropped(tmp_path: Path) -> No
     b = Broker.open(str(d), journal_options=OPTS, expiry_scan_ms=0, checkpoint_records=0)
     with b.session() as s:
         s.send("orders", Message(b"after the checkpoint"))
-    b._storage.release()  # what kill -9 leaves: files closed, no checkpoint at close
+    b._opened.release()  # what kill -9 leaves: files closed, no checkpoint at close
     last = segments(d)[-1]
     data = bytearray(last.read_bytes())
     data[last_records_end(last) - 3] ^= 0xFF  # tear the newest record
