@@ -16,7 +16,8 @@ from mqstore.journal import JournalOptions, MqStoreError, OsFileSystem
 from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from mqstore.journal.inspect import Damage
 from mqstore.recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
-from .segments import MAX_FRAME, SegmentFile, read_segment, segment_files
+from .segments import (MAX_FRAME, SegmentFile, first_lsn, lsn_range_mask, read_segment,
+                       segment_files)
 
 __all__ = ["MAX_FRAME", "OfflineStore", "SegmentFile", "iso_ms", "iter_entries", "matches",
            "read_segment", "segment_files"]
@@ -182,18 +183,12 @@ def iter_entries(directory: str, with_body: bool = False,
     the sequence of every segment scanned for rows (for the caller's summary)."""
     from .spark.columns import EntryColumns, gc_paused, queue_names_in
     files = segment_files(directory)
-    starts = [_first_lsn(f.path) for f in files]
+    mask = lsn_range_mask([first_lsn(f.path) for f in files], lsn_from, lsn_to)
     names: Dict[int, str] = {}
-    for i, f in enumerate(files):
-        first = starts[i]
-        if first is not None and lsn_to is not None and first > lsn_to:
+    for f, (below, above) in zip(files, mask):
+        if above or (segments is not None and f.sequence > max(segments, default=-1)):
             return
-        if segments is not None and f.sequence > max(segments, default=-1):
-            return
-        following = starts[i + 1] if i + 1 < len(files) else None
-        wanted = (segments is None or f.sequence in segments) and not (
-            lsn_from is not None and first is not None and following is not None and
-            following <= lsn_from)
+        wanted = not below and (segments is None or f.sequence in segments)
         buf = read_segment(f.path)
         if progress:
             progress(f)
@@ -220,13 +215,6 @@ def iso_ms(ms: int) -> str:
     (``2013-01-01T05:15:00.000+00:00``)."""
     when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
     return when.isoformat(timespec="milliseconds")
-
-
-def _first_lsn(path: str) -> Optional[int]:
-    """The LSN a segment file's header says it starts at (``None``: no readable header)."""
-    with open(path, "rb") as f:
-        header = decode_segment_header(f.read(SEGMENT_HEADER_SIZE))
-    return None if header is None else header.first_lsn
 
 
 def matches(row: Dict[str, Any], kinds: Sequence[str], address: Optional[str],

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import List
+from typing import Any, List, Optional, Sequence, Tuple
 
 from mqstore.journal import MqStoreError, OsFileSystem
 from mqstore.journal.compaction import resolve_pending
+from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from mqstore.journal.opening import list_segment_paths
 from mqstore.recovery import JOURNAL_DIR
 
@@ -40,3 +41,34 @@ def read_segment(path: str) -> bytes:
     """The bytes of a segment file."""
     with open(path, "rb") as f:
         return f.read()
+
+
+def lsn_range_mask(starts: Sequence[Optional[int]], lsn_min: Optional[int],
+                   lsn_max: Optional[int]) -> List[Tuple[bool, bool]]:
+    """For segments in sequence order, given the LSN each one's header says it starts at
+    (``None``: an unreadable header), whether each lies wholly below ``lsn_min`` and whether
+    wholly above ``lsn_max`` (``None``: unbounded): ``[(below, above), ...]``.
+
+    LSNs grow with the sequence (compaction's outputs keep their inputs' start), so segment
+    ``i`` holds only LSNs in ``[starts[i], starts[i + 1] - 1]``. An unreadable header decides
+    nothing: that segment, and the one before it, are neither below nor above."""
+    out = []
+    for i, first in enumerate(starts):
+        following = starts[i + 1] if i + 1 < len(starts) else None
+        below = lsn_min is not None and following is not None and following <= lsn_min
+        above = lsn_max is not None and first is not None and first > lsn_max
+        out.append((below, above))
+    return out
+
+
+def first_lsn(path: str, fs: Any = None) -> Optional[int]:
+    """The LSN a segment file's header says it starts at (``None``: no readable header); reads
+    only the header. ``fs``: a ``pyarrow.fs`` file system (default: a local path)."""
+    if fs is None:
+        with open(path, "rb") as f:
+            data = f.read(SEGMENT_HEADER_SIZE)
+    else:
+        with fs.open_input_file(path) as f:
+            data = f.read_at(SEGMENT_HEADER_SIZE, 0)
+    header = decode_segment_header(data)
+    return None if header is None else header.first_lsn

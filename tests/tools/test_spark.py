@@ -123,3 +123,30 @@ def test_header_only_projection_gives_the_same_counts(spark, store: str) -> None
     full = spark_counts(read_journal(spark, store))
     narrow = spark_counts(read_journal(spark, store, columns=["record_kind", "lsn"]))
     assert narrow == full
+
+
+def test_an_lsn_range_plans_only_the_segments_that_can_hold_it(spark, store: str) -> None:
+    """LSN pruning from the segments' headers: a range just before, at and just after the
+    start of each segment plans exactly the segments holding its records (one or two), and
+    reads the same rows as the full scan has in it."""
+    from mqstore.tools.spark import read_journal
+    from mqstore.tools.spark.source import _reader_classes
+    reader_class = _reader_classes()[0]
+    key = ["segment", "offset", "lsn", "record_kind", "queue"]  # names from earlier segments
+    rows = [tuple(r) for r in read_journal(spark, store, columns=key).collect()]
+    assert any(r[4] and not r[4].startswith("#") for r in rows)
+    sequences = sorted({r[0] for r in rows})
+    assert len(sequences) >= 3
+    for seq in sequences[1:]:
+        first = min(r[2] for r in rows if r[0] == seq and r[2] is not None)
+        for lo in (first - 1, first, first + 1):
+            hi = lo + 1
+            want = sorted(r for r in rows if r[2] is not None and lo <= r[2] <= hi)
+            reader = reader_class(store, {"lsn_min": str(lo), "lsn_max": str(hi)}, None)
+            planned = {split.sequence for p in reader.partitions() for split in p.value.splits}
+            assert planned == {r[0] for r in want}, (seq, lo, planned)
+            got = read_journal(spark, store, columns=key, lsn_min=lo, lsn_max=hi).collect()
+            assert sorted(tuple(r) for r in got) == want
+    everything = reader_class(store, {}, None)
+    assert {s.sequence for p in everything.partitions() for s in p.value.splits} == \
+        set(sequences)

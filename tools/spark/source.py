@@ -27,6 +27,7 @@ import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from ..segments import first_lsn, lsn_range_mask
 from .columns import (HEADER_COLUMNS, NAMES, SCHEMA, EntryColumns, gc_paused,
                       queue_names_in)
 
@@ -99,6 +100,23 @@ def plan_partitions(segments: Sequence[Tuple[int, str, int]], split_bytes: int,
     if group:
         parts.append(group)
     return parts
+
+
+def prune_segments(root: str, segments: Sequence[Tuple[int, str, int]], opts: Dict[str, Any]
+                   ) -> List[Tuple[int, str, int]]:
+    """The segments a read with options ``opts`` must scan: those that can hold an LSN in
+    ``[lsn_min, lsn_max]``, decided from the segments' headers alone (64 bytes each;
+    ``tools.segments.lsn_range_mask``), and among them those ``segments`` names (all when
+    unset)."""
+    kept = list(segments)
+    if opts["lsn_min"] is not None or opts["lsn_max"] is not None:
+        fs, _ = _fs_and_path(root)
+        mask = lsn_range_mask([first_lsn(path, fs) for _seq, path, _size in kept],
+                              opts["lsn_min"], opts["lsn_max"])
+        kept = [s for s, (below, above) in zip(kept, mask) if not below and not above]
+    if opts["segments"] is not None:
+        kept = [s for s in kept if s[0] in opts["segments"]]
+    return kept
 
 
 def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[int, str]:
@@ -174,10 +192,11 @@ def _reader_classes() -> Tuple[type, type]:
             self.wanted = [f.name for f in schema.fields] if schema is not None else NAMES
 
         def partitions(self) -> List[Any]:
-            segments = list_segments(self.path)
-            names = queue_names_at(self.path, segments)
-            if self.opts["segments"] is not None:
-                segments = [s for s in segments if s[0] in self.opts["segments"]]
+            everything = list_segments(self.path)
+            segments = prune_segments(self.path, everything, self.opts)
+            # a queue's QUEUE_ADD precedes every record naming it: no later segment names one
+            last = segments[-1][0] if segments else -1
+            names = queue_names_at(self.path, [s for s in everything if s[0] <= last])
             return [InputPartition(JournalPartition(p, names))
                     for p in plan_partitions(segments, self.opts["split"], self.opts["group"])]
 
