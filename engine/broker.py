@@ -2,8 +2,9 @@
 
 ``Broker`` owns the runtime state (addresses, queues, messages) and its storage
 (``broker.storage``, an ``engine.storage.StorageManager``: writes, waits, ids and the
-fail-stop state, over ``engine.persistence``). All state changes happen under one lock, in the order their records
-get LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Routing
+fail-stop state, over ``engine.persistence``). All state changes happen under one lock, in the
+order their records get LSNs; waiting for durability happens outside it (the write path of
+ARCHITECTURE.md). Routing
 and placement live in ``engine.placement``, delivery and settlement in ``engine.delivery``
 (both typed against ``engine.core.BrokerCore``, so neither imports this module); sessions and
 consumers in ``engine.session``; what addresses hold in ``engine.addressfull``; opening the
@@ -287,7 +288,8 @@ class Broker:
             self.room.notify()  # senders waiting for room: they find the broker closed
             try:
                 if self.storage.failure is None:
-                    self._p.checkpoint_quietly({"consumers": consumers})
+                    self._p.checkpoint_quietly({"consumers": consumers,
+                                                "counters": self._counters()})
             except JournalError:
                 pass  # the journal failed: nothing more to save; recovery runs at open
             finally:
@@ -298,6 +300,14 @@ class Broker:
                 else:
                     self._p.journal.close()
                     self._p.index.close()
+
+    def _counters(self) -> Dict[str, Dict[str, int]]:
+        """What each durable queue counted during this run (``QueueInfo``'s messages_added
+        ... counters, Artemis's queue counters), kept in the index at close for the offline
+        listing (``mqstore queues``)."""
+        return {q.name: {"added": q.added, "acked": q.acknowledged, "killed": q.killed,
+                         "expired": q.expired, "replaced": q.replaced}
+                for q in self.queues.values() if q.durable}
 
     def __enter__(self) -> "Broker":
         return self

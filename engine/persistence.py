@@ -21,7 +21,7 @@ from mqstore.journal import Journal, Location, Ticket
 from .paging import give_back_memory
 from mqstore.recovery import IndexStore, StoreImage, write_index
 from mqstore.recovery.errors import IndexInvalidError
-from mqstore.recovery.schema import RecordKind
+from mqstore.recovery.schema import RecordKind, body_in
 
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
@@ -184,6 +184,4 @@ class Persistence:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(msg.location)
-        if msg.slot >= 0:
-            payload = payload["msgs"][msg.slot]
-        return payload["body"]
+        return body_in(payload, msg.slot)

@@ -269,6 +269,18 @@ class SettingsRepository:
             self._cache[address] = got
         return got
 
+    def sources(self, address: str) -> Dict[str, Optional[str]]:
+        """For each setting, the match pattern whose entry gives ``address`` its effective
+        value (the most specific one that sets it), ``None`` for a default (Artemis merges
+        address-settings the same way, most specific match last)."""
+        out: Dict[str, Optional[str]] = {f.name: None for f in fields(AddressSettings)}
+        for pattern in matching(list(self.entries), address, self.syntax):
+            entry = self.entries[pattern]
+            for f in fields(entry):
+                if getattr(entry, f.name) is not None:
+                    out[f.name] = pattern
+        return out
+
 
 def resolve_queue_config(st: AddressSettings, config: "QueueConfig") -> "QueueConfig":
     """Fill a queue configuration's unset fields from the address's effective settings (seed

@@ -84,7 +84,9 @@ class Checkpoint:
         image: the image over the index store (its large tables read on demand).
         catalogue: summaries of the sealed segments at that moment.
         liveness: the journal's dead marks and pins, in ``Liveness.restore_state``'s form.
-        extras: facts for offline tools (consumers per queue at the last close).
+        extras: facts for offline tools, written at a clean close only (every other
+            checkpoint writes none): consumers per queue and each queue's counters of that
+            run (added, acked, killed, expired, replaced).
     """
 
     lsn: int

@@ -142,6 +142,12 @@ def tx(txid: int, messages: List[Dict[str, Any]], acks: List[Dict[str, Any]]) ->
     return {"tx": txid, "msgs": messages, "acks": acks}
 
 
+def body_in(payload: Mapping[str, Any], slot: int) -> bytes:
+    """The body of a message in the payload of the record holding it: a MESSAGE record
+    (``slot`` -1) or the ``slot``-th message of a TX record."""
+    return payload["msgs"][slot]["body"] if slot >= 0 else payload["body"]
+
+
 def settings(match: str, values: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """SETTINGS payload: ``values`` None removes the entry for ``match``."""
     return {"match": match, "settings": None if values is None else dict(values)}

@@ -71,15 +71,6 @@ def progress_bar(transient: bool = True) -> Progress:
                     console=err, transient=transient)
 
 
-def _body_text(body: Optional[bytes]) -> str:
-    if body is None:
-        return ""
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError:
-        return body[:32].hex() + ("..." if len(body) > 32 else "")
-
-
 SALVAGE = click.option("--salvage", is_flag=True, help="Read a damaged store: skip damaged "
                                                      "records (read-only; nothing is changed).")
 
@@ -95,14 +86,15 @@ def _listing(directory: str, rows_of: Any, salvage: bool = False) -> List[Dict[s
             return rows_of(store)
     except MqStoreError as exc:
         fail(exc)
-        raise  # fail() exits; this line only satisfies the type checker
 
 
 QUEUE_COLUMNS = ["queue", "address", "routing_type", "durable", "auto_delete", "exclusive",
                  "ring_size", "last_value_key", "non_destructive", "bindings", "max_count",
                  "max_size",
                  "policy_type", "qpid_lvq", "alternate_address", "filter", "messages", "paged",
-                 "delivering", "scheduled", "consumers_at_last_close", "bytes"]
+                 "delivering", "scheduled", "consumers_at_last_close", "bytes", "oldest",
+                 "oldest_age", "oldest_age_s", "added_last_run", "acked_last_run",
+                 "killed_last_run", "expired_last_run", "replaced_last_run"]
 QUEUE_DEFAULT = ["queue", "address", "routing_type", "messages", "paged", "delivering",
                  "scheduled", "bytes"]
 QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autodel",
@@ -110,12 +102,21 @@ QUEUE_HEADERS = {"routing_type": "type", "durable": "dur", "auto_delete": "autod
                  "non_destructive": "nondes", "messages": "msgs", "delivering": "dlvd",
                  "scheduled": "sched", "consumers_at_last_close": "cons",
                  "max_count": "max msgs", "max_size": "max bytes", "policy_type": "policy",
-                 "qpid_lvq": "qpid lvq", "alternate_address": "alternate"}
+                 "qpid_lvq": "qpid lvq", "alternate_address": "alternate",
+                 "oldest_age": "oldest age", "oldest_age_s": "age s",
+                 "added_last_run": "added*", "acked_last_run": "acked*",
+                 "killed_last_run": "killed*", "expired_last_run": "expired*",
+                 "replaced_last_run": "replaced*"}
 QPID_COLUMNS = ["durable", "auto_delete", "exclusive", "bindings", "bytes", "queue"]
 DELETED_COLUMNS = ["queue", "address", "routing_type", "deleted", "deleted_ms"]
 DELETED_DEFAULT = ["queue", "address", "routing_type", "deleted"]
 SCHEDULED_COLUMNS = ["message_id", "due", "due_ms", "delivery_count", "bytes", "properties"]
 SCHEDULED_DEFAULT = ["message_id", "due", "delivery_count", "bytes", "properties"]
+BROWSE_COLUMNS = ["message_id", "priority", "delivery_count", "in_delivery", "sent", "sent_ms",
+                  "age", "age_s", "expires", "bytes", "properties"]
+BROWSE_DEFAULT = ["message_id", "priority", "delivery_count", "sent", "age", "bytes",
+                  "properties"]
+SETTINGS_COLUMNS = ["setting", "value", "from"]
 ADDRESS_COLUMNS = ["address", "routing_types", "queues", "auto_created", "messages", "held",
                    "bytes", "paging", "paged", "paged_bytes"]
 ADDRESS_DEFAULT = ["address", "routing_types", "queues", "messages", "held", "bytes", "paging",
@@ -148,7 +149,7 @@ def register(main: click.Group) -> None:
         UTC) and properties; damaged bytes are shown flagged (exit 1). --lsn-from, --lsn-to and
         --segment seek by the segments' headers: segments outside them are not scanned. A
         summary line goes to stderr (not with --json)."""
-        from .offline import iso_ms, iter_entries, matches
+        from .offline import body_text, iso_ms, iter_entries, matches
         damaged = shown = 0
         read: List[int] = []
         try:
@@ -167,7 +168,7 @@ def register(main: click.Group) -> None:
                 shown += 1
                 if as_json:
                     r = dict(row)
-                    r["body"] = _body_text(r["body"]) if body else None
+                    r["body"] = body_text(r["body"]) if body else None
                     out.write(json.dumps(r, sort_keys=True, default=str) + "\n")
                     continue
                 where = row.get("address") or ""
@@ -185,7 +186,7 @@ def register(main: click.Group) -> None:
                           f"{row['transaction_id'] or '':>6} {row['message_id'] or '':>8} "
                           f"{where[:28]:<28} {size:>7} {when:<29} {props}\n")
                 if body and row["body"] is not None:
-                    out.write(f"{'':>9} body: {_body_text(row['body'])}\n")
+                    out.write(f"{'':>9} body: {body_text(row['body'])}\n")
             if not as_json:
                 out.flush()
                 click.echo(f"{shown:,} entries shown ({damaged:,} damaged) from "
@@ -208,7 +209,9 @@ def register(main: click.Group) -> None:
     @SALVAGE
     def queues(directory: str, deleted: bool, qpid: bool, fmt: Optional[str], as_json: bool,
                columns: Optional[str], salvage: bool) -> None:
-        """The queues of a store (qpid-config style), read-only."""
+        """The queues of a store (qpid-config style, or Artemis's queue stat with --columns
+        all), read-only: oldest message and its age; the counters of the broker's last run
+        (added*, acked*, ...: recorded at its clean close, "-" after a crash)."""
         wide = as_json or fmt == "json"
         if qpid and columns is None:
             columns = ",".join(QPID_COLUMNS)
@@ -222,7 +225,8 @@ def register(main: click.Group) -> None:
         rows = _listing(directory, lambda store: store.queue_rows(), salvage)
         emit(rows, cols, fmt, as_json, f"queues of {directory}", QUEUE_HEADERS,
              "dlvd: delivered and not acked when the store was closed; cons: consumers at the "
-             "last clean close", console)
+             "last clean close; *: counted during the last run, recorded at its clean close",
+             console)
 
     @main.command()
     @STORE
@@ -242,6 +246,44 @@ def register(main: click.Group) -> None:
         emit(rows, cols, fmt, as_json, f"scheduled messages of {queue} in {directory}",
              {"message_id": "message", "delivery_count": "dlvd"},
              "due: when it joins the head of the queue (UTC)", console)
+
+    @main.command()
+    @STORE
+    @click.argument("queue")
+    @click.option("--limit", type=click.IntRange(min=0), default=100, show_default=True,
+                  help="List at most this many, from the head.")
+    @click.option("--body", is_flag=True, help="Show bodies (text if UTF-8, else a hex prefix).")
+    @listing_options
+    @SALVAGE
+    def browse(directory: str, queue: str, limit: int, body: bool, fmt: Optional[str],
+               as_json: bool, columns: Optional[str], salvage: bool) -> None:
+        """The messages on QUEUE in the order consumers get them, without taking any
+        (Artemis browse, Qpid browsing), read-only."""
+        wide = as_json or fmt == "json"
+        every = BROWSE_COLUMNS + (["body"] if body else [])
+        cols = chosen(columns, every, every if wide else
+                      BROWSE_DEFAULT + (["body"] if body else []))
+        rows = _listing(directory, lambda store: store.browse_rows(queue, limit, body),
+                        salvage)
+        emit(rows, cols, fmt, as_json, f"messages of {queue} in {directory}, head first",
+             {"message_id": "message", "delivery_count": "dlvd", "priority": "prio",
+              "in_delivery": "in dlv"},
+             "sent: UTC; dlvd: times delivered; in dlv: delivered and not acked at close",
+             console)
+
+    @main.command()
+    @STORE
+    @click.argument("address")
+    @listing_options
+    @SALVAGE
+    def settings(directory: str, address: str, fmt: Optional[str], as_json: bool,
+                 columns: Optional[str], salvage: bool) -> None:
+        """The effective address settings of ADDRESS: every setting, its value and the match
+        it comes from (Artemis address-settings, merged most specific last), read-only."""
+        cols = chosen(columns, SETTINGS_COLUMNS, SETTINGS_COLUMNS)
+        rows = _listing(directory, lambda store: store.settings_rows(address), salvage)
+        emit(rows, cols, fmt, as_json, f"address settings of {address} in {directory}", {},
+             "from: the address-settings match that sets it; - : the default", console)
 
     @main.command()
     @STORE

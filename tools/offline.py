@@ -9,13 +9,16 @@ row builder and its tolerant scanner, so damage shows up as rows instead of stop
 from __future__ import annotations
 
 import datetime
+import itertools
 import os
+import time
 from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Sequence
 
 from mqstore.journal import JournalOptions, MqStoreError, OsFileSystem
 from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
 from mqstore.journal.inspect import Damage
 from mqstore.recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
+from mqstore.recovery.schema import body_in
 from .segments import (MAX_FRAME, SegmentFile, first_lsn, lsn_range_mask, read_segment,
                        segment_files)
 
@@ -58,15 +61,20 @@ class OfflineStore:
         """The qpid-config-style listing of queues."""
         img = self.image
         consumers = self.extras.get("consumers", {})
+        counters = self.extras.get("counters", {})
+        now = time.time()
         rows = []
         for q in sorted(img.queues.values(), key=lambda q: q.name):
             cfg = q.config
             count = delivering = size = 0
+            oldest: Optional[int] = None
             for r in img.refs(q.id):  # streamed from the index: O(queue) time, not memory
                 count += 1
                 delivering += r.delivery_count > 0
                 m = img.message(r.mid)
-                size += m.body_size if m is not None else 0
+                if m is not None:
+                    size += m.body_size
+                    oldest = m.timestamp if oldest is None else min(oldest, m.timestamp)
             for r in img.all_scheduled(q.id):
                 m = img.message(r.mid)
                 size += m.body_size if m is not None else 0
@@ -90,7 +98,9 @@ class OfflineStore:
                          "delivering": delivering,
                          "scheduled": q.scheduled,
                          "consumers_at_last_close": consumers.get(q.name),
-                         "bytes": size})
+                         "bytes": size,
+                         **_oldest(oldest, now),
+                         **_last_run(counters.get(q.name))})
         return rows
 
     def deleted_rows(self) -> List[Dict[str, Any]]:
@@ -113,10 +123,7 @@ class OfflineStore:
             MqStoreError: the store has no durable queue of that name.
         """
         img = self.image
-        q = next((q for q in img.queues.values() if q.name == queue), None)
-        if q is None:
-            raise MqStoreError(f"the store has no durable queue {queue!r}",
-                               hint="list them with: mqstore queues DIRECTORY")
+        q = self._queue(queue)
         rows = []
         for r in img.scheduled_refs(q.id, None, limit):
             m = img.message(r.mid)
@@ -125,6 +132,63 @@ class OfflineStore:
                          "bytes": m.body_size if m is not None else None,
                          "properties": m.properties if m is not None else None})
         return rows
+
+    def browse_rows(self, queue: str, limit: int, with_body: bool = False
+                    ) -> List[Dict[str, Any]]:
+        """Up to ``limit`` messages of ``queue`` in the order consumers get them (Artemis
+        browse, QueueControl.browse), without acquiring anything: message id, priority,
+        delivery count (and whether it is in delivery), when sent (ISO-8601 UTC) and its age,
+        expiration, body bytes, properties, and with ``with_body`` the body (text when UTF-8,
+        else hex). Scheduled messages are listed by ``scheduled_rows``.
+
+        Raises:
+            MqStoreError: the store has no durable queue of that name.
+        """
+        img = self.image
+        q = self._queue(queue)
+        now = time.time()
+        rows = []
+        for r in itertools.islice(img.refs(q.id), limit):
+            m = img.message(r.mid)
+            if m is None:  # a reference without its message: reported by check
+                continue
+            age = max(0, int(now - m.timestamp / 1000))
+            row = {"message_id": r.mid, "priority": m.priority,
+                   "delivery_count": r.delivery_count, "in_delivery": r.delivery_count > 0,
+                   "sent": iso_ms(m.timestamp, short=True), "sent_ms": m.timestamp,
+                   "age": human_age(age), "age_s": age,
+                   "expires": iso_ms(m.expiration) if m.expiration else None,
+                   "bytes": m.body_size, "properties": m.properties}
+            if with_body:
+                row["body"] = body_text(body_in(self.journal.read(m.location).payload, m.slot))
+            rows.append(row)
+        return rows
+
+    def settings_rows(self, address: str) -> List[Dict[str, Any]]:
+        """The effective address settings of ``address`` (which need not exist yet: the
+        settings a new address of that name would get): each setting, its value, and the
+        match pattern it comes from (``None``: the default), merged as Artemis merges
+        address-settings (least to most specific match; default wildcard syntax)."""
+        from mqstore.engine import AddressSettings
+        from mqstore.engine.settings import SettingsRepository
+        repo = SettingsRepository()
+        for match, (values, _loc) in self.image.settings.items():
+            repo.set(match, AddressSettings.from_record(values))
+        effective = repo.resolve(address).to_record()
+        return [{"setting": name, "value": effective.get(name), "from": match}
+                for name, match in repo.sources(address).items()]
+
+    def _queue(self, name: str) -> Any:
+        """The durable queue ``name`` of the image.
+
+        Raises:
+            MqStoreError: the store has no durable queue of that name.
+        """
+        q = next((q for q in self.image.queues.values() if q.name == name), None)
+        if q is None:
+            raise MqStoreError(f"the store has no durable queue {name!r}",
+                               hint="list them with: mqstore queues DIRECTORY")
+        return q
 
     def segment_rows(self) -> List[Dict[str, Any]]:
         """Per segment: records, bytes, live bytes and dead bytes (what compaction or reclaim
@@ -210,10 +274,53 @@ def iter_entries(directory: str, with_body: bool = False,
         yield from rows
 
 
-def iso_ms(ms: int) -> str:
+def _oldest(timestamp: Optional[int], now: float) -> Dict[str, Any]:
+    """The oldest message's send time (ISO-8601 UTC) and its age, in seconds and in human
+    units, at ``now`` (seconds since the epoch); ``None`` on an empty queue."""
+    if timestamp is None:
+        return {"oldest": None, "oldest_age": None, "oldest_age_s": None}
+    age = max(0, int(now - timestamp / 1000))
+    return {"oldest": iso_ms(timestamp, short=True), "oldest_age": human_age(age),
+            "oldest_age_s": age}
+
+
+def _last_run(counters: Optional[Dict[str, int]]) -> Dict[str, Any]:
+    """A queue's counters of the broker's last run (Artemis's messages added / acknowledged
+    / killed / expired, and replaced), as its clean close recorded them; ``None`` when the
+    last run did not end with a close (a crash, kill -9) or the queue was not there then."""
+    c = counters or {}
+    return {f"{k}_last_run": c.get(k) for k in ("added", "acked", "killed", "expired",
+                                                  "replaced")}
+
+
+def body_text(body: Optional[bytes]) -> str:
+    """A body as the listings show it: UTF-8 text as is, anything else as a hex prefix."""
+    if body is None:
+        return ""
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError:
+        return body[:32].hex() + ("..." if len(body) > 32 else "")
+
+
+def human_age(seconds: int) -> str:
+    """An age in the two largest units: ``45s``, ``12m 5s``, ``3h 12m``, ``2d 4h``."""
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    parts = [(days, "d"), (hours, "h"), (minutes, "m"), (secs, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{n}{unit}" for n, unit in parts[:2])
+
+
+def iso_ms(ms: int, short: bool = False) -> str:
     """A time in ms since the epoch as ISO-8601 UTC with milliseconds
-    (``2013-01-01T05:15:00.000+00:00``)."""
+    (``2013-01-01T05:15:00.000+00:00``), or ``short`` to the second (``2013-01-01T05:15:00Z``,
+    for narrow tables)."""
     when = datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+    if short:
+        return when.strftime("%Y-%m-%dT%H:%M:%SZ")
     return when.isoformat(timespec="milliseconds")
 
 
