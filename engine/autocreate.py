@@ -1,13 +1,12 @@
-"""Automatic creation and deletion of addresses and queues (seed 004 §4.18, §4.15).
+"""Automatic creation and deletion of addresses and queues (Artemis addressing §4.18, §4.15).
 
-When the address settings allow it: sending to a missing address creates it with the default
-routing type (``default-address-routing-type``, MULTICAST unless set), and, for anycast, a queue
-of the same name; consuming from a missing queue creates the address and the queue. The
-destination's parameters (``orders?exclusive=true``, seed 004 §4.9.2, §4.9.6.2, §4.11.1) set
-the created queue's attributes; a queue that exists already is used as it is, as Artemis
-does. An
-auto-created queue is deleted once it has no consumers and no messages, an auto-created address
-once it has no queues. Every function runs with the broker lock held (it is re-entrant).
+When the address settings allow it: sending to a missing address creates it with the default routing
+type (``default-address-routing-type``, MULTICAST unless set), and, for anycast, a queue of the same
+name; consuming from a missing queue creates the address and the queue. The destination's parameters
+(``orders?exclusive=true``, Artemis addressing §4.9.2, §4.9.6.2, §4.11.1) set the created queue's
+attributes; a queue that exists already is used as it is, as Artemis does. An auto-created queue is
+deleted once it has no consumers and no messages, an auto-created address once it has no queues.
+Every function runs with the broker lock held (it is re-entrant).
 """
 
 from __future__ import annotations
@@ -61,8 +60,8 @@ def for_consume(broker: BrokerCore, dest: Destination) -> Queue:
     if queue is not None:
         return queue
     addr = broker.addresses.get(dest.address)
-    if dest.queue is None and addr is not None:  # seed 004 §4.15, point-to-point: the queue
-        # named as the address, else the first anycast queue of the address
+    if dest.queue is None and addr is not None:  # Artemis addressing §4.15, point-to-point:
+        # the queue named as the address, else the first anycast queue of the address
         anycast = [q for q in addr.queues.values()  # (not a retroactive address's ring)
                    if q.config.routing_type == RoutingType.ANYCAST and
                    q.name != addr.ring_name]

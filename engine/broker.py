@@ -135,7 +135,7 @@ class Broker:
             index: the index store; LMDB in ``directory/index`` by default.
             checkpoint_records: commit the index (what changed since the last commit) after
                 this many records; a commit costs O(changes), never O(state).
-            address_settings: address-settings entries by match pattern (seed 004 §4.17),
+            address_settings: address-settings entries by match pattern (Artemis addressing §4.17),
                 journaled when they differ from the stored ones; entries stored earlier and
                 not named here stay (remove them with ``remove_address_settings``).
             wildcard_syntax: delimiter, any-words and single-word characters.
@@ -147,10 +147,10 @@ class Broker:
             rebuild_index: rebuild the index from the journal alone (the old checkpoint's LSN
                 still proves which records were durable).
             memory_budget: bytes of RAM for message references and messages: queue heads,
-                deliveries held by consumers, messages they share (seed 003's linked caches
-                of fixed size). A durable queue's backlog beyond its head stays in the index
-                and is read back in order as the head drains; at least 4096 (a budget that
-                small makes every durable queue page).
+                deliveries held by consumers, messages they share (ActiveMQ massive queues' linked
+                caches of fixed size). A durable queue's backlog beyond its head stays in the index
+                and is read back in order as the head drains; at least 4096 (a budget that small
+                makes every durable queue page).
             global_max_size: bytes of message bodies all addresses may hold together (-1:
                 no such limit); once reached, every address applies its
                 ``address_full_policy`` (Artemis ``global-max-size``).
@@ -341,11 +341,11 @@ class Broker:
         self.scheduler.wake()
 
     def deliver_scheduled(self) -> int:
-        """Put every scheduled message due now (the broker's clock) on the head of its queue
-        and hand it to waiting consumers (seed 000 §3; ``engine.scheduling``), then run the
-        delayed auto-deletes that are due (``QueueConfig.auto_delete_delay_ms``). The broker
-        does this itself: on a timer, at each receive and at open; call it after moving an
-        injected ``clock`` forward.
+        """Put every scheduled message due now (the broker's clock) on the head of its queue and
+        hand it to waiting consumers (Artemis ring queues §3; ``engine.scheduling``), then run the
+        delayed auto-deletes that are due (``QueueConfig.auto_delete_delay_ms``). The broker does
+        this itself: on a timer, at each receive and at open; call it after moving an injected
+        ``clock`` forward.
 
         Returns:
             How many scheduled messages came due (a full ring queue removes those at once).
@@ -432,8 +432,8 @@ class Broker:
         """Add or replace the address-settings entry for wildcard ``match`` (journaled).
 
         Raises:
-            InvalidArgumentError: a bad pattern (seed 004 §4.17: words, ``#`` at the end) or a
-                value of the wrong type or range; nothing changed.
+            InvalidArgumentError: a bad pattern (Artemis addressing §4.17: words, ``#`` at the end)
+                or a value of the wrong type or range; nothing changed.
         """
         match = check_match(match, self.settings.syntax)
         settings = checked_settings(settings)
@@ -444,7 +444,7 @@ class Broker:
             self.settings.set(match, settings)
             touched = [a for a in self.addresses if matches(match, a, self.settings.syntax)]
         self.storage.wait(ticket)
-        for address in touched:  # a retroactive count given or changed (seed 004 §4.14)
+        for address in touched:  # a retroactive count given or changed (Artemis addressing §4.14)
             retroactive.ensure(self, address)
 
     def remove_address_settings(self, match: str) -> None:
@@ -463,8 +463,8 @@ class Broker:
             return self.settings.resolve(address)
 
     def set_ring_size(self, queue: str, ring_size: int) -> QueueInfo:
-        """Change a queue's ring size at run time (seed 000: lowering it deletes nothing now;
-        new messages keep the queue from growing until it shrinks by consumption).
+        """Change a queue's ring size at run time (Artemis ring queues: lowering it deletes nothing
+        now; new messages keep the queue from growing until it shrinks by consumption).
 
         Raises:
             QueueNotFoundError. InvalidArgumentError: ring_size not an int in -1..2**63-1.
@@ -488,7 +488,7 @@ class Broker:
         """Tell the broker how many nodes of the embedding application's cluster are alive
         (this one included). When the count falls to 1 from more than one, the broker enters
         last-node mode: non-durable messages on ``persist_last_node`` queues are journaled,
-        those already there at once (seed 002, Qpid cluster-durable queues); a count above 1
+        those already there at once (Qpid queues, Qpid cluster-durable queues); a count above 1
         ends the mode. A store that started alone (first count 1) never enters it.
 
         Raises:
@@ -509,9 +509,9 @@ class Broker:
     def create_address(self, name: str,
                        routing_types: Iterable[RoutingType] = (RoutingType.ANYCAST,),
                        auto_created: bool = False) -> AddressInfo:
-        """Create an address (journaled; seed 004 §4.2-4.5). A wildcard expression in the
-        broker's syntax (``news.#``, ``news.*.sport``) makes a wildcard address: its queues
-        take what is sent to every address it matches (seed 004 §4.17; nothing is sent to it
+        """Create an address (journaled; Artemis addressing §4.2-4.5). A wildcard expression in the
+        broker's syntax (``news.#``, ``news.*.sport``) makes a wildcard address: its queues take
+        what is sent to every address it matches (Artemis addressing §4.17; nothing is sent to it
         directly, as in Artemis).
 
         Raises:
@@ -533,7 +533,7 @@ class Broker:
             addr = self.addresses[name] = Address(aid, name, rts, auto_created)
             self.wildcards.added(name)
         self.storage.wait(ticket)
-        retroactive.ensure(self, name)  # seed 004 §4.14: its ring, when its settings ask
+        retroactive.ensure(self, name)  # Artemis addressing §4.14: its ring, when its settings ask
         with self.lock:
             return addr.info(self.sizes, self.settings.resolve(name))
 
@@ -595,7 +595,7 @@ class Broker:
         return resolve_queue_config(self.settings.resolve(config.address), config)
 
     def delete_queue(self, name: str, if_empty: bool = False, if_unused: bool = False) -> None:
-        """Delete a queue and its messages (seed 002 "Deleting Queues"; Artemis destroyQueue).
+        """Delete a queue and its messages (Qpid queues "Deleting Queues"; Artemis destroyQueue).
         The queue stays listed in ``deleted_queues()`` with the time of deletion. Messages
         still on it go to its ``alternate_address`` when it has one (``engine.orphans``: a
         crash meanwhile leaves each either moved or still on the queue), else are deleted.
@@ -625,7 +625,7 @@ class Broker:
             held = queue.info().message_count if if_empty else 0
             if held:
                 raise QueueNotEmptyError(name, held)
-            ticket = move_orphans(self, queue)  # to its alternate address (seed 002)
+            ticket = move_orphans(self, queue)  # to its alternate address (Qpid queues)
             now = self.now_ms()
             cfg = queue.config
             if queue.durable:

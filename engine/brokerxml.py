@@ -8,12 +8,12 @@ manual's callout numbers after a tag. What it reads:
 
 - ``<addresses>``/``<address name>`` with ``<anycast>``/``<multicast>`` and their ``<queue>``s
   (attributes ``max-consumers``, ``exclusive``, ``last-value``, ``last-value-key``,
-  ``non-destructive``, ``ring-size``; children ``<durable>``, ``<filter string>``), seed 004
-  §4.2-4.11;
+  ``non-destructive``, ``ring-size``; children ``<durable>``, ``<filter string>``), Artemis
+  addressing §4.2-4.11;
 - ``<address-settings>``/``<address-setting match>`` (every ``AddressSettings`` field, in
-  Artemis's element names), seed 004 §4.17;
-- ``<wildcard-addresses>`` (seed 004 §4.17), ``<global-max-size>``, and the routing prefixes of
-  ``<acceptor>`` URLs (seed 004 §4.13: mqstore's are always ``anycast://`` and
+  Artemis's element names), Artemis addressing §4.17;
+- ``<wildcard-addresses>`` (Artemis addressing §4.17), ``<global-max-size>``, and the routing
+  prefixes of ``<acceptor>`` URLs (Artemis addressing §4.13: mqstore's are always ``anycast://`` and
   ``multicast://``).
 
 Everything else in ``<core>`` (journal, cluster, security, acceptors...) has no counterpart in

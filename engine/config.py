@@ -6,9 +6,9 @@ Both say the same things in the same words (Artemis's element names):
 - ``addresses``: each address with its ``anycast`` and ``multicast`` queues (``name``,
   ``max-consumers``, ``exclusive``, ``last-value``, ``last-value-key``, ``non-destructive``,
   ``ring-size``, ``durable``, ``filter``); created at open when missing, as Artemis deploys
-  the addresses of its ``broker.xml`` at start (seed 004 §4.2-4.11);
+  the addresses of its ``broker.xml`` at start (Artemis addressing §4.2-4.11);
 - ``address-settings``: an entry per match pattern, each element an ``AddressSettings`` field
-  (seed 004 §4.17; journaled at open when it differs from the stored one);
+  (Artemis addressing §4.17; journaled at open when it differs from the stored one);
 - ``wildcard-addresses`` (``delimiter``, ``any-words``, ``single-word``) and
   ``global-max-size`` (bytes; Artemis's notation: ``100MB``, ``1GiB``, 1024-based).
 
@@ -172,7 +172,7 @@ def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfi
             next(p for p, rt in PREFIXES.items() if rt == RoutingType.ANYCAST)
         if value != ours:
             raise ConfigError(source, where, f"{key}={value!r}: mqstore's routing prefixes "
-                              f"are always {', '.join(PREFIXES)} (seed 004 §4.13)")
+                              f"are always {', '.join(PREFIXES)} (Artemis addressing §4.13)")
     return BrokerConfig(source, settings, addresses, syntax,
                         None if gms is None else _number(gms, int, "global-max-size", source,
                                                          True),

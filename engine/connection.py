@@ -1,5 +1,5 @@
 """Connections: sessions grouped as one client connection (AMQP), for Qpid no-local queues
-(seed 002: "a queue owner might send itself messages using that exchange, but have no need to
+(Qpid queues: "a queue owner might send itself messages using that exchange, but have no need to
 receive those messages").
 
 ``Broker.connection()`` opens one; ``connection.session()`` makes its sessions; closing it

@@ -1,4 +1,4 @@
-"""Dead letters and expiry (seed 004 §4.9.6.4, §4.17).
+"""Dead letters and expiry (Artemis addressing §4.9.6.4, §4.17).
 
 A message leaves its queue for good when it expires (its expiration, or the one expiry-delay
 gave it, has passed), when it was delivered max-delivery-attempts times and cancelled again, or
@@ -53,7 +53,7 @@ def copy_of(broker: BrokerCore, ref: MessageRef, queue: Queue) -> Message:
 def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Optional[Ticket]:
     """Remove references (not on a ready list any more) for good, copying each to its queue's
     expiry address (reason "expired"), to its alternate address (reason "rejected", when the
-    queue has one: Qpid, seed 002 "Rejected and orphaned messages"), or to its dead-letter
+    queue has one: Qpid, Qpid queues "Rejected and orphaned messages"), or to its dead-letter
     address (other reasons, and rejected ones without an alternate address) when set."""
     placement = Placement(broker)
     acks = []
@@ -78,7 +78,7 @@ def move_out(broker: BrokerCore, items: Sequence[Tuple[MessageRef, str]]) -> Opt
     for ref, reason in items:
         forget(broker, ref, reason)
     for queue in {ref.queue.id: ref.queue for ref, _r in items}.values():
-        maybe_delete(broker, queue)  # seed 004 §4.18: no consumers and no messages left
+        maybe_delete(broker, queue)  # Artemis addressing §4.18: no consumers and no messages left
     return ticket
 
 

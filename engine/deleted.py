@@ -1,4 +1,4 @@
-"""Deleted queues kept for management (seed 002 "Deleting Queues").
+"""Deleted queues kept for management (Qpid queues "Deleting Queues").
 
 Qpid keeps a deleted queue's management object, showing when it was deleted. mqstore keeps the
 newest ``KEEP_DELETED`` deletions: a durable queue's entry comes from its journaled QUEUE_DEL

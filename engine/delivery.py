@@ -12,7 +12,7 @@ the lock) or ``None`` when nothing was journaled. Routing and placement are
   the next message after the consumer's cursor and keep it. A queue with nothing left but
   paged messages takes its address's oldest ones first (``engine.depage``).
 - Cancel and rollback: references go back to the head in the reverse order of consumption with
-  their delivery counts (seed 000, Messages in Delivery & Rollbacks); one that reached
+  their delivery counts (Artemis ring queues, Messages in Delivery & Rollbacks); one that reached
   max-delivery-attempts is dead-lettered instead.
 """
 

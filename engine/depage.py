@@ -1,4 +1,4 @@
-"""Depaging: an address's paged messages join their queues, oldest first (seed 000 §4).
+"""Depaging: an address's paged messages join their queues, oldest first (Artemis ring queues §4).
 
 A queue that has nothing left on it but paged references asks for more (a consumer, a browser
 past the end, a non-destructive cursor): its address moves its oldest paged messages, up to a

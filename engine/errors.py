@@ -13,7 +13,7 @@ class EngineError(MqStoreError):
 
 
 class InvalidNameError(EngineError):
-    """An address or queue name breaks the naming rules (seed 004 §4.1).
+    """An address or queue name breaks the naming rules (Artemis addressing §4.1).
 
     Attributes:
         name: the rejected name.
@@ -79,7 +79,7 @@ class ResourceLimitError(EngineError):
 
 
 class ExclusiveQueueError(EngineError):
-    """Another session declared the queue exclusive (Qpid exclusive queue, seed 002): only
+    """Another session declared the queue exclusive (Qpid exclusive queue, Qpid queues): only
     that session may consume from, browse, declare or delete it until it closes. A session
     that tried was ended (closed, its unacked deliveries returned) before this was raised.
 
@@ -113,7 +113,7 @@ class QueueInUseError(ResourceLimitError):
 
 class QueueNotEmptyError(ResourceLimitError):
     """A queue holding messages was not deleted because ``if_empty`` was asked (Qpid's
-    ifEmpty check, seed 002 "Deleting Queues").
+    ifEmpty check, Qpid queues "Deleting Queues").
 
     Attributes:
         queue: the queue. messages: how many it holds (on it, in delivery, scheduled).
@@ -156,7 +156,7 @@ class InvalidArgumentError(EngineError, ValueError, TypeError):
 
 class AddressFullError(ResourceLimitError):
     """A send to a full address was refused (``address_full_policy`` FAIL, or BLOCK when the
-    wait for room timed out); nothing of that send was stored (seed 000 §4; Artemis's
+    wait for room timed out); nothing of that send was stored (Artemis ring queues §4; Artemis's
     ``AddressFullException``).
 
     Attributes:
@@ -176,7 +176,7 @@ class AddressFullError(ResourceLimitError):
 
 
 class QueueFullError(ResourceLimitError):
-    """A send was refused because a queue is at its Qpid size limit (seed 002 "Controlling
+    """A send was refused because a queue is at its Qpid size limit (Qpid queues "Controlling
     queue size"; Qpid's ResourceLimitExceededException): its policy is ``reject``, or
     ``ring_strict`` and the oldest message is in delivery, or the message alone is larger than
     a ring queue's ``max_size``. Nothing of the send (or of the transaction, at commit) was

@@ -1,4 +1,4 @@
-"""Qpid exclusive queues (seed 002: "If the server receives a declare, bind, delete or subscribe
+"""Qpid exclusive queues (Qpid queues: "If the server receives a declare, bind, delete or subscribe
 request for a queue that has been declared as exclusive, an exception will be raised and the
 requesting session will be ended"; "Auto-delete is handled differently for exclusive and
 non-exclusive queues").

@@ -1,5 +1,5 @@
-"""Message groups (seed 004 §4.8; Artemis message grouping): the messages of one group go to
-one consumer of a queue, in order, while that consumer lives, and to one queue of an anycast
+"""Message groups (Artemis addressing §4.8; Artemis message grouping): the messages of one group go
+to one consumer of a queue, in order, while that consumer lives, and to one queue of an anycast
 address with several queues (sharded queues).
 
 A message's group is its ``_AMQ_GROUP_ID`` property (Artemis core), else its ``JMSXGroupID``

@@ -1,4 +1,4 @@
-"""Persistence on the last node of a cluster (seed 002_824d680dd75df6c8.txt, "Enforcing
+"""Persistence on the last node of a cluster (Qpid queues, "Enforcing
 persistence on the last node in a cluster"; Qpid ``qpid.persist_last_node``, qpid-config
 ``--cluster-durable``).
 

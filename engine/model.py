@@ -17,7 +17,7 @@ from .values import (TIME_MAX, check_body, check_bool, check_int, check_properti
 
 class RoutingType(str, enum.Enum):
     """How an address routes: to one of its queues (anycast) or to all (multicast);
-    seed 004 §4.2-4.3."""
+    Artemis addressing §4.2-4.3."""
 
     ANYCAST = "anycast"
     MULTICAST = "multicast"
@@ -25,7 +25,7 @@ class RoutingType(str, enum.Enum):
 
 class PolicyType(str, enum.Enum):
     """What a Qpid queue does with a send that would take it over its ``max_count`` or
-    ``max_size`` (seed 002 "Controlling queue size", Qpid ``qpid.policy_type``).
+    ``max_size`` (Qpid queues "Controlling queue size", Qpid ``qpid.policy_type``).
 
     - ``REJECT``: the publisher gets ``QueueFullError``, nothing of the send is stored
       (default for non-durable queues).
@@ -49,7 +49,7 @@ GROUP_ID = "_AMQ_GROUP_ID"  # the property holding a message's group (Artemis)
 
 
 class QpidLvq(str, enum.Enum):
-    """A Qpid last-value queue's flavour (seed 002 "Last value queues"; the queue-declare
+    """A Qpid last-value queue's flavour (Qpid queues "Last value queues"; the queue-declare
     arguments ``qpid.last_value_queue`` and ``qpid.last_value_queue_no_browse``). A message
     whose ``qpid.LVQ_key`` property equals a queued message's replaces it in place (it takes
     its position), unless that one was acquired (``LVQ_NO_BROWSE``), or acquired or browsed
@@ -87,18 +87,19 @@ class Message:
         body: the payload bytes (str is encoded as UTF-8).
         properties: application properties; values are str, int (-2**63..2**64-1), float,
             bool, bytes or None.
-        durable: persistent; journaled when it reaches a durable queue (seed 002, "Durable
+        durable: persistent; journaled when it reaches a durable queue (Qpid queues, "Durable
             queues").
         priority: 0-9 (JMS), default 4; a queue delivers higher priorities first, FIFO
             within one (Artemis; ``engine.lanes``).
         expiration: absolute expiry time in ms since the epoch, 0 for never.
         timestamp: send time in ms since the epoch (set by the broker when 0).
         scheduled_delivery_time: when to deliver it, ms since the epoch (0: at once); until
-            then it waits in its queues' scheduled buffers (seed 000 §3). The Artemis property
-            ``_AMQ_SCHED_DELIVERY`` (an int, ms since the epoch) is honoured when this is 0.
+            then it waits in its queues' scheduled buffers (Artemis ring queues §3). The Artemis
+            property ``_AMQ_SCHED_DELIVERY`` (an int, ms since the epoch) is honoured when this is
+            0.
         delivery_delay: ms to wait before delivering it (0: none; JMS 2 deliveryDelay), when
             no scheduled time is given. A time not in the future delivers at once.
-        group_id: its message group (seed 004 §4.8, ``engine.groups``): kept as the
+        group_id: its message group (Artemis addressing §4.8, ``engine.groups``): kept as the
             ``_AMQ_GROUP_ID`` property, which sets it too (or ``JMSXGroupID``); ``None``: none.
         message_id: assigned by the broker on send.
         address: the address it was sent to (set by the broker).
@@ -169,28 +170,28 @@ class Message:
 @dataclass(frozen=True)
 class QueueConfig:
     """A queue's configuration (Artemis queue attributes). Fields left ``None`` take the
-    address settings' defaults when the queue is created (seed 004 §4.17).
+    address settings' defaults when the queue is created (Artemis addressing §4.17).
 
     Attributes:
-        name: queue name (seed 004 §4.1 rules).
+        name: queue name (Artemis addressing §4.1 rules).
         address: the address it is bound to (must exist unless auto-create allows).
         routing_type: anycast or multicast; must be one the address supports.
         durable: journaled queue; survives reopening with its durable messages.
-        max_consumers: most consumers attached at once (seed 004 §4.10): -1 no limit, 1 a
+        max_consumers: most consumers attached at once (Artemis addressing §4.10): -1 no limit, 1 a
             non-shared queue, 0 none may attach.
-        exclusive: one consumer at a time receives (seed 004 §4.11, Artemis): the first open
-            one in the order they attached; when it closes, the next. Not Qpid's exclusive
+        exclusive: one consumer at a time receives (Artemis addressing §4.11, Artemis): the first
+            open one in the order they attached; when it closes, the next. Not Qpid's exclusive
             ownership (``Session.declare_queue(..., exclusive=True)``).
         auto_created: created by the broker on demand (auto-deleted when settings allow).
-        ring_size: at most this many ready messages, -1 for no limit (seed 000).
-        last_value_key: the last-value property (seed 004 §4.9).
+        ring_size: at most this many ready messages, -1 for no limit (Artemis ring queues).
+        last_value_key: the last-value property (Artemis addressing §4.9).
         last_value: a last-value queue with the default key ``_AMQ_LVQ_NAME``.
-        non_destructive: consuming leaves messages on the queue (seed 004 §4.9.6).
+        non_destructive: consuming leaves messages on the queue (Artemis addressing §4.9.6).
         persist_last_node: when the embedding application reports that this node is the last
             one of its cluster (``Broker.set_cluster_nodes``), non-durable messages on the
-            queue are journaled too (seed 002, Qpid ``qpid.persist_last_node``, qpid-config
+            queue are journaled too (Qpid queues: ``qpid.persist_last_node``, qpid-config
             ``--cluster-durable``); durable queues only.
-        auto_delete: Qpid auto-delete (seed 002 "Automatically deleted queues"): once it has
+        auto_delete: Qpid auto-delete (Qpid queues "Automatically deleted queues"): once it has
             had a consumer, the queue is deleted, with its messages, when its last consumer
             goes and nothing of it is in delivery (it stays listed by ``deleted_queues()``).
             Closing the broker or a crash never deletes it: after a reopen it waits for a
@@ -210,7 +211,7 @@ class QueueConfig:
             default, ``FLOW_TO_DISK`` for a durable queue, ``REJECT`` for a non-durable one.
             A message exactly at a limit is accepted; one more is past it.
         alternate_address: where rejected messages, and messages still on the queue when it
-            is deleted, go (Qpid's alternate exchange, seed 002 "Rejected and orphaned
+            is deleted, go (Qpid's alternate exchange, Qpid queues "Rejected and orphaned
             messages"): routed as a send to it is; it must exist at declare. ``None``: rejected
             messages go to the dead-letter address if one is set, orphaned ones are deleted.
         qpid_lvq: a Qpid last-value queue keyed by the ``qpid.LVQ_key`` property
@@ -296,7 +297,7 @@ class QueueConfig:
 
 @dataclass(frozen=True)
 class DeletedQueue:
-    """A deleted queue as management still shows it (seed 002 "Deleting Queues": the
+    """A deleted queue as management still shows it (Qpid queues "Deleting Queues": the
     management object remains, with a timestamp of when it was deleted). The newest 100 are
     kept; durable queues' entries survive restarts (journaled with the deletion), the others
     last as long as the broker object.
@@ -317,18 +318,17 @@ class DeletedQueue:
 class QueueInfo:
     """Management view of one queue (Artemis queue control attributes).
 
-    message_count counts messages on the queue including those in delivery; delivering_count
-    those handed to consumers and not yet acked; scheduled_count those held for later delivery.
-    messages_added / messages_acknowledged / messages_killed / messages_expired /
-    messages_replaced count since the broker opened (killed: dead-lettered or rejected;
-    replaced: removed by a ring, Artemis ring_size or a Qpid ring policy, or by a newer
-    message with the same last-value key, as Artemis counts AckReason.REPLACED).
-    paged_count: messages routed to the queue while its address pages, not on the queue yet
-    (seed 000 §4: counted in message_count, not against a ring size). max_count, max_size,
-    policy_type: the Qpid size limits (-1: none) and the policy in force (``PolicyType``
-    value; ``None`` when the queue has no limit). qpid_lvq: the Qpid last-value flavour
-    (``QpidLvq`` value) or ``None``. alternate_address: where its rejected and orphaned
-    messages go, or ``None``. filter: its filter expression, or ``None``.
+    message_count counts messages on the queue including those in delivery; delivering_count those
+    handed to consumers and not yet acked; scheduled_count those held for later delivery.
+    messages_added / messages_acknowledged / messages_killed / messages_expired / messages_replaced
+    count since the broker opened (killed: dead-lettered or rejected; replaced: removed by a ring,
+    Artemis ring_size or a Qpid ring policy, or by a newer message with the same last-value key, as
+    Artemis counts AckReason.REPLACED). paged_count: messages routed to the queue while its address
+    pages, not on the queue yet (Artemis ring queues §4: counted in message_count, not against a
+    ring size). max_count, max_size, policy_type: the Qpid size limits (-1: none) and the policy in
+    force (``PolicyType`` value; ``None`` when the queue has no limit). qpid_lvq: the Qpid
+    last-value flavour (``QpidLvq`` value) or ``None``. alternate_address: where its rejected and
+    orphaned messages go, or ``None``. filter: its filter expression, or ``None``.
     """
 
     name: str
@@ -382,7 +382,7 @@ class QueueInfo:
 @dataclass(frozen=True)
 class AddressInfo:
     """Management view of one address (Artemis AddressControl): routing types, queue names,
-    and what it holds against its address-full settings (seed 000 §4).
+    and what it holds against its address-full settings (Artemis ring queues §4).
 
     Attributes:
         number_of_messages: messages it holds on its queues (ready or in delivery; each

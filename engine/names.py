@@ -42,8 +42,8 @@ def check_name(name: str, syntax: WildcardSyntax = DEFAULT_SYNTAX, wildcards: bo
 
     Raises:
         InvalidNameError: empty, too long (over 255 characters), whitespace, a forbidden
-            character, or a wildcard character inside a word or where none may be (seed 004
-            §4.1).
+            character, or a wildcard character inside a word or where none may be (Artemis
+            addressing §4.1).
     """
     if not isinstance(name, str) or not name:
         raise InvalidNameError(repr(name), "a name is a non-empty string")
@@ -140,7 +140,7 @@ def _value(text: str, key: str, raw: str, kind: type) -> Any:
 def queue_reference(text: str, syntax: WildcardSyntax = DEFAULT_SYNTAX
                     ) -> Tuple[Optional[str], str]:
     """The queue ``text`` names for management, consumers and browsers: ``queue``,
-    ``address::queue`` (seed 004 §4.7: the queue must be on that address) or ``::queue``
+    ``address::queue`` (Artemis addressing §4.7: the queue must be on that address) or ``::queue``
     (no address given: the queue of that name, as the Artemis CLI's ``--queue ::name``).
 
     Returns:

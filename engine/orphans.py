@@ -1,4 +1,4 @@
-"""Orphaned messages: what is left on a queue when it is deleted (seed 002 "Rejected and
+"""Orphaned messages: what is left on a queue when it is deleted (Qpid queues "Rejected and
 orphaned messages").
 
 A queue declared with an ``alternate_address`` (Qpid's alternate exchange) gives every message

@@ -1,6 +1,6 @@
 """Page files: paged messages journaled nowhere, on disk until their queues take them.
 
-Seed 000 §4 (Artemis pages non-durable messages of a paging address too) and seed 002 (Qpid's
+Seed 000 §4 (Artemis pages non-durable messages of a paging address too) and Qpid queues (Qpid's
 flow_to_disk: "the content of messages is written to disk and released from memory"): a
 message that is journaled nowhere (a non-durable message, or one routed to non-durable queues)
 and that its address pages leaves RAM for a page file; its queues read it back in order when it

@@ -1,11 +1,11 @@
 """The broker's RAM budget and what shares it: queue heads, deliveries, decoded messages.
 
-Seed 003_*.txt (ActiveMQ's design for massive queues) links every cache to "a fixed amount of
-RAM". Here one ``MemoryBudget`` (``Broker.open(memory_budget=...)``, bytes) is charged for every
-message reference held in RAM (a queue's head, a consumer's deliveries) and every message those
-references share (``MessageCache``, seed 003's PendingCache). A durable queue's references live
-in the live index (``recovery.image``); RAM holds only its head, refilled from the index in
-queue order as it drains (``IndexReader``), so the backlog costs disk, not RAM.
+Seed 003_*.txt (ActiveMQ's design for massive queues) links every cache to "a fixed amount of RAM".
+Here one ``MemoryBudget`` (``Broker.open(memory_budget=...)``, bytes) is charged for every message
+reference held in RAM (a queue's head, a consumer's deliveries) and every message those references
+share (``MessageCache``, ActiveMQ massive queues' PendingCache). A durable queue's references live
+in the live index (``recovery.image``); RAM holds only its head, refilled from the index in queue
+order as it drains (``IndexReader``), so the backlog costs disk, not RAM.
 
 The charges are estimates of the Python objects' sizes (``REF_BYTES`` per reference, measured
 with ``tracemalloc`` on CPython 3.11, plus the message's properties and any body kept in RAM),
@@ -24,7 +24,8 @@ DEFAULT_BUDGET = 64 << 20  # bytes
 REF_BYTES = 300            # a MessageRef, its place in a deque, its cache entry
 MESSAGE_BYTES = 500        # a StoredMessage with an empty properties dict
 MIN_HEAD = 16              # references a paging queue always may hold in RAM
-HEAD_MAX = 256             # references a queue's head holds at most (seed 003's QueueArea)
+HEAD_MAX = 256             # references a queue's head holds at most (a QueueArea of
+# ActiveMQ massive queues)
 REFILL = 256               # references read from the index per refill, budget allowing
 MIN_BUDGET = 4096          # bytes; a budget this small makes every durable queue page
 

@@ -1,11 +1,11 @@
 """Routing and placement: where a message goes and how it joins its queues (lock held).
 
-- Routing (seed 004 §4.2-4.7, §4.13): anycast picks one queue of the address, round-robin;
+- Routing (Artemis addressing §4.2-4.7, §4.13): anycast picks one queue of the address, round-robin;
   multicast every queue (the body stored once, referenced from each); both routing types
   without a prefix: one anycast queue and every multicast queue; a prefix restricts the routing
   type; a fully qualified queue name picks that queue only.
-- Address-full policies (seed 000 §4, ``engine.addressfull``) decide first: drop, fail, wait
-  for room, or page.
+- Address-full policies (Artemis ring queues §4, ``engine.addressfull``) decide first: drop, fail,
+  wait for room, or page.
 - Placement: references join queues through the queues' policies (ring, last value); what a
   policy removes is journaled as an ACK with its reason in the same TX record as the send, so a
   decision and its cause are durable together or not at all. Paged references wait with their
@@ -49,9 +49,9 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     message enters its queue; an anycast address goes round-robin among the queues that
     match), and ``msg.address`` becomes the address (what ``AMQAddress`` reads).
 
-    The queues of every wildcard address that matches the address count as its own (seed 004
-    §4.17; Artemis's wildcard routing): a multicast one takes a copy, an anycast one joins the
-    round-robin. A fully qualified name picks its queue only.
+    The queues of every wildcard address that matches the address count as its own (Artemis
+    addressing §4.17; Artemis's wildcard routing): a multicast one takes a copy, an anycast one
+    joins the round-robin. A fully qualified name picks its queue only.
 
     Raises:
         AddressNotFoundError, QueueNotFoundError, RoutingTypeError. InvalidArgumentError: the
@@ -167,7 +167,7 @@ class Placement:
         settings = broker.settings.resolve(address)
         expiration = msg.expiration
         if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
-            expiration = self.now + settings.expiry_delay  # seed 004 §4.9.6.4
+            expiration = self.now + settings.expiry_delay  # Artemis addressing §4.9.6.4
         mid = broker.storage.next_id()
         journaled = [q for q in queues if q.durable and (msg.durable or q.persisting)]
         ts = msg.timestamp or self.now

@@ -3,15 +3,15 @@
 Each hook returns the references to remove with the reason to journal as a fact (an ACK with
 that reason), so replay never re-decides anything.
 
-- ``RingPolicy`` (seed 000_721345e89d5d1b64.txt): after a reference is added at the tail or put
+- ``RingPolicy`` (Artemis ring queues): after a reference is added at the tail or put
   back at the head, if more than ring-size references are *ready* (in-delivery and scheduled
   ones do not count), the head is removed: on a tail add the oldest message, on a head add the
   message just put back ("it will keep B, C, & D and delete A"). One removal per add, so lowering
   ring-size at run time never deletes eagerly: the queue stops growing and shrinks as consumed.
-- ``LastValuePolicy`` (seed 004 §4.9): a message whose last-value property equals a queued
+- ``LastValuePolicy`` (Artemis addressing §4.9): a message whose last-value property equals a queued
   one's replaces it (the old one is removed, the new one joins at the tail); a message without
   the property is queued normally, never replaced and never replaces.
-- ``QpidLastValuePolicy`` (seed 002 "Last value queues"): keyed by the ``qpid.LVQ_key``
+- ``QpidLastValuePolicy`` (Qpid queues "Last value queues"): keyed by the ``qpid.LVQ_key``
   property, a new message replaces the queued one *in place* (``in_place``: it takes that
   one's position) unless that one was acquired or, for ``last_value_queue``, browsed: then the
   new one joins the tail and is the one the next message with that key replaces.

@@ -34,14 +34,13 @@ __all__ = ["MessageRef", "Order", "Queue", "StoredMessage", "kept_body"]
 class Queue:
     """A queue's runtime state (guarded by the broker lock).
 
-    A durable queue's references live in the live index; RAM holds its head (``ready``),
-    refilled from the index in queue order as it drains, under the broker's RAM budget
-    (issue 12, seed 003). While a queue pages (``horizon`` set), every journaled reference
-    with an order key up to ``horizon`` is in RAM and the ``on_disk`` ones after it are read
-    back in order; references that arrive meanwhile wait in ``tail`` until their write, then
-    leave RAM (journaled ones) or stay there in order (those not journaled). Last-value and
-    non-destructive queues keep every reference in RAM (their policies and cursors look at the
-    whole queue).
+    A durable queue's references live in the live index; RAM holds its head (``ready``), refilled
+    from the index in queue order as it drains, under the broker's RAM budget (issue 12, ActiveMQ
+    massive queues). While a queue pages (``horizon`` set), every journaled reference with an order
+    key up to ``horizon`` is in RAM and the ``on_disk`` ones after it are read back in order;
+    references that arrive meanwhile wait in ``tail`` until their write, then leave RAM (journaled
+    ones) or stay there in order (those not journaled). Last-value and non-destructive queues keep
+    every reference in RAM (their policies and cursors look at the whole queue).
 
     Attributes:
         id: queue id (journal identity). config: its ``QueueConfig``.
@@ -119,18 +118,19 @@ class Queue:
 
     def message_count(self) -> int:
         """Messages on the queue, in delivery, paged and scheduled ones included (Artemis
-        messageCount; seed 000 §3-4: paged and scheduled messages are reflected in it)."""
+        messageCount; Artemis ring queues §3-4: paged and scheduled messages are reflected in
+        it)."""
         return self.ready_count() + len(self.delivering) + self.paged.count() + \
             self.scheduled.count()
 
     def ready_count(self) -> int:
-        """Messages waiting for a consumer on the queue (what a ring size bounds, seed 000:
-        paged ones are not on it yet)."""
+        """Messages waiting for a consumer on the queue (what a ring size bounds, Artemis ring
+        queues: paged ones are not on it yet)."""
         return len(self.ready) + self.on_disk + len(self.tail)
 
     @property
     def non_destructive(self) -> bool:
-        """Whether consuming leaves messages on the queue (seed 004 §4.9.6)."""
+        """Whether consuming leaves messages on the queue (Artemis addressing §4.9.6)."""
         return bool(self.config.non_destructive)
 
     # -- joining ------------------------------------------------------------------------------
@@ -211,11 +211,11 @@ class Queue:
 
     def admit_due(self, ref: MessageRef, now_ms: int, joining: int
                   ) -> List[Tuple[MessageRef, str]]:
-        """A scheduled reference came due; ``joining`` more came due before it in the same
-        step and will join first. Returns what the policies remove for it: ``ref`` itself when
-        the queue is a full ring (seed 000 §3: "the scheduled message A will be removed"),
-        else what a last-value key replaces (the key is tracked from now on, seed 004 §4.9).
-        The caller then gives it its order key and calls ``join_due``."""
+        """A scheduled reference came due; ``joining`` more came due before it in the same step and
+        will join first. Returns what the policies remove for it: ``ref`` itself when the queue is a
+        full ring (Artemis ring queues §3: "the scheduled message A will be removed"), else what a
+        last-value key replaces (the key is tracked from now on, Artemis addressing §4.9). The
+        caller then gives it its order key and calls ``join_due``."""
         for policy in self.policies:
             size = getattr(policy, "size", None)
             if size is not None and self.ready_count() + joining >= size:

@@ -1,4 +1,4 @@
-"""Qpid queue size limits and their policies (seed 002 "Controlling queue size").
+"""Qpid queue size limits and their policies (Qpid queues "Controlling queue size").
 
 A queue declared with ``max_count`` or ``max_size`` (``QueueConfig``) holds at most that many
 messages or body bytes. What it holds is every message routed to it and not yet settled: ready,

@@ -1,12 +1,12 @@
 """Ending open deliveries at a close and at a reopen, the same way.
 
-A clean close cancels every unsettled delivery of every session in one go, in consumption
-order. Reopening after kill -9 or a power loss ends the deliveries the journal shows open (a
-DELIVERY record not followed by an ack or a return) with the very same cancel, in the same
-order (the DELIVERY records' order). So a ring queue drops what has no room when it comes back
-(seed 000_721345e89d5d1b64.txt: "keep B, C, & D and delete A"), a last-value queue drops what a
-newer value replaced (seed 004 §4.9), and max-delivery-attempts dead-letters, whichever way the
-store was left: the state after a crash is the state after a clean close (issue 11, defect 9).
+A clean close cancels every unsettled delivery of every session in one go, in consumption order.
+Reopening after kill -9 or a power loss ends the deliveries the journal shows open (a DELIVERY
+record not followed by an ack or a return) with the very same cancel, in the same order (the
+DELIVERY records' order). So a ring queue drops what has no room when it comes back (Artemis ring
+queues: "keep B, C, & D and delete A"), a last-value queue drops what a newer value replaced
+(Artemis addressing §4.9), and max-delivery-attempts dead-letters, whichever way the store was left:
+the state after a crash is the state after a clean close (issue 11, defect 9).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
-"""Retroactive addresses (seed 004 §4.14): an address whose settings give
+"""Retroactive addresses (Artemis addressing §4.14): an address whose settings give
 ``retroactive_message_count`` N keeps the last N messages sent to it in an internal ring queue,
 and a queue created on it later receives those messages first, in order.
 
-The ring is an ordinary durable queue named ``$.artemis.internal.retroactive.<address>``
-(journaled, listed, counted in the address's size, purgeable through management, as the seed
-says) with ``ring_size`` N. Routing gives it a copy of every message sent to the address
-(anycast or multicast), besides the address's own queues, and never counts it as one of them
-(an anycast address does not round-robin to it). When the count changes at run time the ring's
-size follows by the ring-size rule (seed 000: lowering it deletes nothing now). A count of 0
-creates no ring; an existing ring stays until it is deleted.
+The ring is an ordinary durable queue named ``$.artemis.internal.retroactive.<address>`` (journaled,
+listed, counted in the address's size, purgeable through management, as the seed says) with
+``ring_size`` N. Routing gives it a copy of every message sent to the address (anycast or
+multicast), besides the address's own queues, and never counts it as one of them (an anycast address
+does not round-robin to it). When the count changes at run time the ring's size follows by the
+ring-size rule (Artemis ring queues: lowering it deletes nothing now). A count of 0 creates no ring;
+an existing ring stays until it is deleted.
 
 A queue created on the address gets a copy of each message in the ring, in order, as new
 messages (new ids) written after its QUEUE_ADD record; a crash between the two leaves the

@@ -1,4 +1,4 @@
-"""A queue's scheduled buffer (seed 000_721345e89d5d1b64.txt §3): messages sent for later
+"""A queue's scheduled buffer (Artemis ring queues §3): messages sent for later
 delivery wait here, off the queue, until they are due.
 
 A durable reference (a durable message on a durable queue) is held by the live index's

@@ -1,7 +1,6 @@
-"""The broker's scheduler: when scheduled messages come due, something must put them on their
-queues even if no consumer asks (seed 000 §3). ``Scheduler`` owns the thread that does it and
-the management steps on scheduled buffers; the decisions themselves are
-``engine.scheduling``'s.
+"""The broker's scheduler: when scheduled messages come due, something must put them on their queues
+even if no consumer asks (Artemis ring queues §3). ``Scheduler`` owns the thread that does it and
+the management steps on scheduled buffers; the decisions themselves are ``engine.scheduling``'s.
 
 The thread sleeps until the earliest due time of any queue (at most a minute, so a clock
 injected for tests never leaves it asleep for long) and is woken when a message is scheduled.

@@ -1,4 +1,4 @@
-"""Scheduled messages coming due (seed 000_721345e89d5d1b64.txt §3; Artemis where the seed is
+"""Scheduled messages coming due (Artemis ring queues §3; Artemis where the seed is
 silent), lock held.
 
 A message sent with a scheduled delivery time waits in its queues' scheduled buffers

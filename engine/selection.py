@@ -1,4 +1,4 @@
-"""Consumer selectors on a queue: each selecting consumer's target list (seed 003).
+"""Consumer selectors on a queue: each selecting consumer's target list (ActiveMQ massive queues).
 
 A consumer created with a selector (``Session.create_consumer(queue, selector=...)``) receives
 only the messages its filter expression matches (``engine.filters``), oldest of the highest

@@ -3,7 +3,7 @@
 A ``Session`` sends and creates consumers; a transacted one makes its sends and acks visible
 and durable together on ``commit()`` (one TX record) and undoes them on ``rollback()``, which
 returns every message received in the transaction to the head of its queue, delivery count kept
-(seed 000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
+(Artemis ring queues, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
 for a message (``receive_nowait()`` does not); a consumer's window bounds the deliveries it holds
 unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue. A session can
 declare and delete queues as a Qpid session does (``declare_queue``, ``delete_queue``;
@@ -274,7 +274,7 @@ class Session:
              ) -> None:
         """Send one message to an address (``[anycast://|multicast://]address`` or
         ``address::queue``). Returns once it is durable (durable message on durable queues).
-        A full address applies its ``address_full_policy`` (seed 000 §4): PAGE stores the
+        A full address applies its ``address_full_policy`` (Artemis ring queues §4): PAGE stores the
         message as paged, DROP drops it (counted in ``address_info``), FAIL raises, BLOCK
         waits for room up to ``timeout`` seconds (``None``: as long as it takes).
 
@@ -342,7 +342,7 @@ class Session:
     # -- consuming ----------------------------------------------------------------------------
     def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW,
                         selector: Optional[str] = None) -> Consumer:
-        """A consumer on a queue (name, or FQQN ``address::queue``; seed 004 §4.7).
+        """A consumer on a queue (name, or FQQN ``address::queue``; Artemis addressing §4.7).
 
         Args:
             window: most deliveries the consumer may hold unacked (credit), at least 1.
@@ -371,7 +371,7 @@ class Session:
                           selector: Optional[str] = None,
                           window: int = DEFAULT_WINDOW) -> Consumer:
         """A topic subscriber on multicast address ``address``: it gets its own copy of every
-        message sent there from now on, on a subscription queue (seed 004 §4.6, §4.15;
+        message sent there from now on, on a subscription queue (Artemis addressing §4.6, §4.15;
         ``engine.subscriptions``). ``create_consumer("multicast://address")`` makes a
         non-durable one.
 
@@ -429,7 +429,7 @@ class Session:
                     f"queue {q.name!r} on address {q.config.address!r} has its "
                     f"max-consumers ({q.config.max_consumers}) already",
                     hint="close one of its consumers first" if q.config.max_consumers else
-                    "max-consumers 0: no consumer may attach (seed 004 §4.10)")
+                    "max-consumers 0: no consumer may attach (Artemis addressing §4.10)")
             c = Consumer(self, q, window, flt)
             q.consumers.append(c)
             q.had_consumer = True
@@ -456,7 +456,7 @@ class Session:
     # -- declaring (Qpid) ---------------------------------------------------------------------
     def declare_queue(self, config: QueueConfig, exclusive: bool = False) -> QueueInfo:
         """Declare a queue as a Qpid session does: create it unless it exists (then it is
-        used as it is); ``exclusive``: this session owns it until it closes (seed 002, see
+        used as it is); ``exclusive``: this session owns it until it closes (Qpid queues, see
         ``engine.exclusive``), and an auto-delete one is deleted at that close.
 
         Raises:

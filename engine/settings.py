@@ -1,11 +1,12 @@
-"""Address settings (seed 004 §4.17): per-address defaults and behaviours matched by wildcard.
+"""Address settings (Artemis addressing §4.17): per-address defaults and behaviours matched by
+wildcard.
 
-``AddressSettings`` holds optional values; ``None`` means "not set here". The repository resolves
-an address by overlaying every matching entry from the least to the most specific, then filling
-what is still unset with the defaults below. Entries are journaled (SETTINGS records), so they
-survive reopening, and can be changed at run time. The address-full settings (max-size-bytes,
-max-size-messages, address-full-policy; seed 000 §4, Artemis "Paging") bound what an address
-holds: ``engine.addressfull`` applies them.
+``AddressSettings`` holds optional values; ``None`` means "not set here". The repository resolves an
+address by overlaying every matching entry from the least to the most specific, then filling what is
+still unset with the defaults below. Entries are journaled (SETTINGS records), so they survive
+reopening, and can be changed at run time. The address-full settings (max-size-bytes,
+max-size-messages, address-full-policy; Artemis ring queues §4, Artemis "Paging") bound what an
+address holds: ``engine.addressfull`` applies them.
 
 Defaults are Artemis's, except the auto-create/auto-delete switches, which are off unless a
 setting turns them on: Artemis ships a ``#`` setting that turns them on, an embedded store starts
@@ -56,7 +57,7 @@ class AddressSettings:
         default_exclusive_queue: make created queues exclusive.
         default_address_routing_type: routing type of auto-created addresses (MULTICAST).
         auto_create_addresses, auto_create_queues: create what a client sends to or consumes
-            from when it is missing (seed 004 §4.18).
+            from when it is missing (Artemis addressing §4.18).
         auto_delete_addresses: delete an auto-created address when it has no queues.
         auto_delete_queues: delete an auto-created queue with no consumers and no messages.
         max_delivery_attempts: deliveries before a message is dead-lettered (10).
@@ -76,7 +77,7 @@ class AddressSettings:
             in delivery until it is acked.
         max_size_messages: messages the address holds before it is full (-1 = no limit).
         retroactive_message_count: keep the last this many messages sent to the address in
-            an internal ring queue, for queues created later (seed 004 §4.14,
+            an internal ring queue, for queues created later (Artemis addressing §4.14,
             ``engine.retroactive``); 0: none.
         address_full_policy: what a send to a full address does (``AddressFullPolicy``;
             PAGE). The address is full when it already holds the limit or more (so the message
@@ -149,7 +150,7 @@ class AddressSettings:
                 expiry_delay, max_redelivery_delay: -1..2**63-1; redelivery_delay,
                 retroactive_message_count: 0..2**63-1), a redelivery_delay_multiplier that
                 is not a finite number > 0, flags that are not bools, an address name that
-                breaks seed 004 §4.1, a routing type that is not a ``RoutingType``.
+                breaks Artemis addressing §4.1, a routing type that is not a ``RoutingType``.
         """
         for name in ("default_ring_size", "max_delivery_attempts", "expiry_delay",
                      "max_size_bytes", "max_size_messages", "max_redelivery_delay"):
@@ -206,8 +207,8 @@ def checked_settings(settings: object) -> "AddressSettings":
 
 def check_match(match: object, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> str:
     """``match`` if it is a valid address-settings pattern: a non-empty str of words, with the
-    any-words character (``#``) only as the last word (seed 004 §4.17: "use this at the end of
-    your expression") and wildcard characters only as whole words.
+    any-words character (``#``) only as the last word (Artemis addressing §4.17: "use this at the
+    end of your expression") and wildcard characters only as whole words.
 
     Raises:
         InvalidArgumentError: nothing was changed.
@@ -223,7 +224,8 @@ def check_match(match: object, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> str:
                                        f"character stands for a whole word")
         if word == syntax.any_words and i != len(words) - 1:
             raise InvalidArgumentError("address-settings match", f"{text!r}: "
-                                       f"{syntax.any_words!r} goes at the end (seed 004 §4.17)")
+                                       f"{syntax.any_words!r} goes at the end (Artemis "
+                                       f"addressing §4.17)")
     return text
 
 

@@ -1,12 +1,12 @@
-"""Subscription queues (seed 004 §4.6, §4.15): a topic subscriber gets its own copy of what is
-sent to a multicast address, on a queue of its own.
+"""Subscription queues (Artemis addressing §4.6, §4.15): a topic subscriber gets its own copy of
+what is sent to a multicast address, on a queue of its own.
 
 - A durable subscription is a durable multicast queue named from the client id and the
-  subscription name (``client_id.name``; the address when no name is given, as seed 004
+  subscription name (``client_id.name``; the address when no name is given, as Artemis addressing
   §4.15's protocol managers do), or the subscription name alone when it is shared. It keeps
   what is sent while no subscriber is attached, survives restarts, and is deleted by
   ``Session.unsubscribe``. A non-shared one takes one consumer at a time (max-consumers 1,
-  seed 004 §4.6 "non-shared").
+  Artemis addressing §4.6 "non-shared").
 - A non-durable subscription is a temporary multicast queue (a random name, or the shared
   subscription's name), not journaled, deleted when its last consumer goes.
 - A selector becomes the subscription queue's filter (Artemis puts a topic subscriber's
@@ -53,7 +53,7 @@ def subscription_name(client_id: Optional[str], address: str, name: Optional[str
                                        "shared is named from the client id: open the session "
                                        "from broker.connection(client_id=...)")
         return check_name(f"{client_id}.{name or address}", syntax, wildcards=True)
-    # a temporary subscription queue (seed 004 §4.15), in words of the broker's syntax
+    # a temporary subscription queue (Artemis addressing §4.15), in words of the broker's syntax
     return f"{address}{syntax.delimiter}{uuid.uuid4()}"
 
 
@@ -77,7 +77,7 @@ def subscribe(broker: BrokerCore, client_id: Optional[str], address: str, name: 
         raise AddressNotFoundError(address)
     if RoutingType.MULTICAST not in addr.routing_types:
         raise RoutingTypeError(f"address {address!r} is not multicast: a subscription needs "
-                               f"a multicast address (seed 004 §4.3)")
+                               f"a multicast address (Artemis addressing §4.3)")
     existing = broker.queues.get(qname)
     if existing is not None:
         same = existing.config.address == address and \

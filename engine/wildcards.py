@@ -1,4 +1,4 @@
-"""Artemis wildcard syntax for address settings (seed 004 §4.17).
+"""Artemis wildcard syntax for address settings (Artemis addressing §4.17).
 
 Words are separated by the delimiter (``.``); ``#`` matches any sequence of zero or more words,
 ``*`` exactly one word. Matching works on whole words: ``my`` does not match ``myqueue``. When
@@ -94,10 +94,10 @@ def matching(patterns: Sequence[str], address: str,
 
 
 class WildcardIndex:
-    """A broker's wildcard addresses and, per address sent to, those that match it (seed 004
-    §4.17, "when creating consumers"; Artemis's ``WildcardAddressManager``): a queue bound to
-    ``news.#`` takes what is sent to ``news.europe`` as if it were bound there too. Guarded by
-    the broker lock; the cache is dropped whenever a wildcard address comes or goes.
+    """A broker's wildcard addresses and, per address sent to, those that match it (Artemis
+    addressing §4.17, "when creating consumers"; Artemis's ``WildcardAddressManager``): a queue
+    bound to ``news.#`` takes what is sent to ``news.europe`` as if it were bound there too. Guarded
+    by the broker lock; the cache is dropped whenever a wildcard address comes or goes.
 
     Args:
         syntax: the broker's wildcard characters (``<wildcard-addresses>``).

@@ -1,4 +1,4 @@
-"""Deleted queues listed for management (seed 002 "Deleting Queues": a deleted queue's
+"""Deleted queues listed for management (Qpid queues "Deleting Queues": a deleted queue's
 management object remains, with the time it was deleted).
 
 The image lists the newest ``KEEP_DELETED`` deleted durable queues. Each entry holds its

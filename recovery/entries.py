@@ -19,7 +19,7 @@ Order = Tuple[int, int]  # (lane and LSN of the record that added the reference,
 # priority, the order the messages were sent in (ActiveMQ Artemis: a consumer gets the oldest
 # message of the highest priority present). Lane ``9 - priority`` for JMS priorities 0-9;
 # ``PAGED_LANE`` for a message paged at its address: after every lane, in the order sent, as
-# Artemis depages (seed 000 §4: paged messages come after all the others on a queue).
+# Artemis depages (Artemis ring queues §4: paged messages come after all the others on a queue).
 LANE_SHIFT = 58
 LSN_MASK = (1 << LANE_SHIFT) - 1
 DEFAULT_LANE = 5  # priority 4, the JMS default
@@ -116,7 +116,7 @@ KEEP_DELETED = 100  # deleted durable queues listed for management, newest kept
 
 @dataclass
 class DeletedQueueImage:
-    """A durable queue that was deleted, kept for management (seed 002 "Deleting Queues": the
+    """A durable queue that was deleted, kept for management (Qpid queues "Deleting Queues": the
     management object remains, with the time of deletion). Its QUEUE_DEL record stays live
     while it is listed, so a rebuild from the journal lists it too.
 
@@ -150,7 +150,7 @@ class DeletedQueueImage:
 
 @dataclass
 class PageState:
-    """An address that pages (seed 000 §4): every message of it with an order key from
+    """An address that pages (Artemis ring queues §4): every message of it with an order key from
     ``start`` on is paged (held on disk only, not yet on its queues), ``messages`` of them with
     ``size`` body bytes. Paging starts with the first message journaled as paged and ends when
     no paged message is left."""

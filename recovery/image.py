@@ -8,13 +8,13 @@ reference; an ACK is a tombstone that lives until the record it cancels is gone;
 record dies when superseded or acked; a TX record dies when its messages are gone and then
 waits, like an ACK, for the records its acks cancel.
 
-Where the state lives (issue 12, seed 003): addresses, queues and settings are few and kept in
-RAM; messages, references, each queue's order, references in delivery and TX records live in
-tables over the index store (``recovery.entries``), so the image costs RAM only for what changed
-since the last index commit. Each queue keeps its count of references; ``seglive`` counts the
-locations the image holds per segment, so a check that every segment the image needs is present
-costs O(segments). The folds that move references between a queue's parts (a scheduled
-buffer, the head, paged messages) are ``recovery.moves``'s.
+Where the state lives (issue 12, ActiveMQ massive queues): addresses, queues and settings are few
+and kept in RAM; messages, references, each queue's order, references in delivery and TX records
+live in tables over the index store (``recovery.entries``), so the image costs RAM only for what
+changed since the last index commit. Each queue keeps its count of references; ``seglive`` counts
+the locations the image holds per segment, so a check that every segment the image needs is present
+costs O(segments). The folds that move references between a queue's parts (a scheduled buffer, the
+head, paged messages) are ``recovery.moves``'s.
 """
 
 from __future__ import annotations
@@ -303,7 +303,7 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         paged = self.ledger.added(address, order, size, pg)
         seglive = self.seglive
         seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
-        if at:  # into the queues' scheduled buffers (seed 000 §3)
+        if at:  # into the queues' scheduled buffers (Artemis ring queues §3)
             at = int(at)
             for queue in queues:
                 self._schedule(queue, RefImage(mid, order, at=at), mid)

@@ -1,19 +1,19 @@
 """Folds of the records that move references between the parts of a durable queue, and reads
 of its scheduled buffer; ``StoreImage`` (``recovery.image``) inherits them.
 
-- A MESSAGE record with a due time (``"at"``) puts its references in the queues' scheduled
-  buffers: the ``sched`` table, in due order, each noted in the ``moved`` table (seed 000 §3).
+- A MESSAGE record with a due time (``"at"``) puts its references in the queues' scheduled buffers:
+  the ``sched`` table, in due order, each noted in the ``moved`` table (Artemis ring queues §3).
 - A DUE record puts scheduled references on the head of their queue (order keys
   ``head_order``); it lives, counted in the ``tx`` table like a TX record, until every
   reference it moved has left that head.
-- A DEPAGE record puts an address's paged references on their queues (seed 000 §4).
+- A DEPAGE record puts an address's paged references on their queues (Artemis ring queues §4).
 - A TX record whose message says ``"ip"`` puts its reference on a Qpid last-value queue in
-  place of the one it replaces (seed 002): it takes that one's order key (also when that
+  place of the one it replaces (Qpid queues): it takes that one's order key (also when that
   one's record is gone: the entry names the key), noted in the ``moved`` table; the replaced
   one waits for the record's ack of it (``_replacing``).
 - A MESSAGE record of a paged message also reaching a queue of a wildcard address (another
   address than the message's) puts that copy at its priority lane's key, not paged, noted in
-  the ``moved`` table (``_place_apart``; seed 004 §4.17, Artemis pages a reference at its
+  the ``moved`` table (``_place_apart``; Artemis addressing §4.17, Artemis pages a reference at its
   queue's own address).
 
 The methods use the image's tables and its reference bookkeeping (``_unplace``, ``_ack``,
@@ -163,7 +163,7 @@ class ReferenceMoves:
              ) -> None:
         """Scheduled references that came due join the head of their queue, in the record's
         order (``head_order``), then the acks the queue's policies decided apply (a full ring
-        removes the scheduled message itself, seed 000 §3). The record lives until every
+        removes the scheduled message itself, Artemis ring queues §3). The record lives until every
         reference it moved has left that head, then until every record its acks cancel is
         gone: counted in the ``tx`` table as a TX record is (each moved reference's ``moved``
         entry names the record), so a big due backlog costs index entries, not RAM."""

@@ -16,7 +16,7 @@ MESSAGE     ``{"mid", "addr", "q": [queue ids], "body": bytes, "props": {}, "ts"
             "exp": ms or 0, "prio": 0-9, "pg": true when its address paged it, "at": ms when
             scheduled}`` (one record per send: the body once, and the queues it was routed
             to, so routing is atomic); with ``"at"`` its references wait in the queues'
-            scheduled buffers until a DUE record puts them on the queues (seed 000 §3)
+            scheduled buffers until a DUE record puts them on the queues (Artemis ring queues §3)
 ACK         ``{"q", "m", "r": reason}`` removes a reference (acked, rejected, ...); a tombstone
 DELIVERY    ``{"q", "m", "n": delivery count}``, written before a delivery is handed out;
             with ``"r": true`` when the delivery ended unsettled (cancel, rollback, recover:

@@ -1,5 +1,5 @@
 """qpid-config-style administration of a closed store: ``mqstore add queue`` and
-``mqstore del queue`` (seed 002; Qpid's ``qpid-config add queue`` / ``del queue``).
+``mqstore del queue`` (Qpid queues; Qpid's ``qpid-config add queue`` / ``del queue``).
 
 Each command first checks what it was asked against the store opened read-only (a refused
 command changes no byte), then opens the store as the embedding application would (recovery

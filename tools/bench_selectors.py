@@ -1,5 +1,5 @@
-"""``mqstore bench selectors``: what a consumer selector costs on a queue larger than its RAM
-head (seed 003: a selector must not read the backlog again for every delivery), as ratios
+"""``mqstore bench selectors``: what a consumer selector costs on a queue larger than its RAM head
+(ActiveMQ massive queues: a selector must not read the backlog again for every delivery), as ratios
 measured in one run.
 
 For each backlog size: a durable queue on a small RAM budget (so it pages: a head of a few

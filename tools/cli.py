@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mqstore.journal import MqStoreError
+from .commands import STORE
 
 console = Console()
 
@@ -34,13 +35,13 @@ def main() -> None:
 @click.option("--limit", default=0, help="Use only the first N flights (0: all 336,776).")
 def demo(directory: str, workers: int, batch: int, kill_at: float, limit: int) -> None:
     """The main job: NYC flights 2013 through the store, killed with SIGKILL midway."""
+    from .commands import fail
     from .demo import print_report, run_demo
 
     try:
         result = run_demo(directory, workers, batch, kill_at, limit, console)
     except MqStoreError as exc:
-        console.print(f"[red]error:[/] {exc}")
-        raise SystemExit(1)
+        fail(exc)
     print_report(result, console)
     raise SystemExit(0 if all(result.checks.values()) else 1)
 
@@ -200,7 +201,7 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
               help="Where to put the scratch stores (default: the system temp directory).")
 def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
     """What a consumer selector costs per delivery on a paging queue, against a plain
-    consumer, and whether it grows with the backlog (seed 003)."""
+    consumer, and whether it grows with the backlog (ActiveMQ massive queues)."""
     from .bench_selectors import run
 
     wanted = _sizes(sizes)
@@ -262,9 +263,11 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
 
 
 @main.command("spark-report")
-@click.argument("directory", type=click.Path(file_okay=False, exists=True))
+@STORE
 @click.option("--out", required=True, type=click.Path(file_okay=False),
-              help="Where the Parquet tables, PNG plots and report.html go.")
+              help="Where the Parquet tables, PNG plots and report.html go (on a cluster, a "
+                   "path the driver writes; the tables are written by the executors, so a "
+                   "shared file system path).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 def spark_report(directory: str, out: str, master: str) -> None:
     """The inspection job on Spark: entries by kind, messages per address per hour, live and

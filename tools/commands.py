@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from mqstore.engine import Broker
 
 console = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # messages whole, never cut at 80 columns
 
 def _a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
     """A DIRECTORY argument must name an existing store: a usage error (exit 2) otherwise,

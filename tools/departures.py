@@ -1,5 +1,5 @@
 """The demo's departures: one day of 2013 replayed on an injected clock through scheduled
-messages (seed 000 §3).
+messages (Artemis ring queues §3).
 
 Every flight of the day is sent at once to the queue ``flights.departures``, scheduled at its
 departure time (ms since the epoch, 2013), in an order that is not departure order (by carrier

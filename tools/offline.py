@@ -104,7 +104,7 @@ class OfflineStore:
         return rows
 
     def deleted_rows(self) -> List[Dict[str, Any]]:
-        """The deleted durable queues still listed (seed 002: a deleted queue's management
+        """The deleted durable queues still listed (Qpid queues: a deleted queue's management
         object remains, with the time of deletion), oldest first: queue, address, routing
         type, deletion time (ISO-8601 UTC, and ms since the epoch)."""
         rows = []

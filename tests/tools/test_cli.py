@@ -174,11 +174,14 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     for where in ("nothing", "plain"):
         d = str(tmp_path / where)
         for args in (["print", d], ["queues", d], ["addresses", d], ["check", d],
-                     ["recover", d], ["compact", d], ["export", d, str(tmp_path / "o.jsonl")]):
+                     ["recover", d], ["compact", d], ["export", d, str(tmp_path / "o.jsonl")],
+                     ["browse", d, "q"], ["settings", d, "a"], ["scheduled", d, "q"],
+                     ["spark-report", d, "--out", str(tmp_path / "report")]):
             result = CliRunner().invoke(main, args)
             assert result.exit_code == 2, (args, result.output)
             assert result.output.startswith("Usage:") and "no mqstore journal" in result.output
     assert not (tmp_path / "nothing").exists() and not (tmp_path / "o.jsonl").exists()
+    assert not (tmp_path / "report").exists()
     assert run("print", str(tmp_path / "plain"), "--lsn-from", "x").exit_code == 2
 
 

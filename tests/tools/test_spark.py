@@ -150,3 +150,10 @@ def test_an_lsn_range_plans_only_the_segments_that_can_hold_it(spark, store: str
     everything = reader_class(store, {}, None)
     assert {s.sequence for p in everything.partitions() for s in p.value.splits} == \
         set(sequences)
+
+
+def test_a_path_without_a_store_is_one_line_not_a_spark_traceback(spark, tmp_path: Path) -> None:
+    from mqstore import MqStoreError
+    from mqstore.tools.spark import read_journal
+    with pytest.raises(MqStoreError, match="no mqstore journal at"):
+        read_journal(spark, str(tmp_path))

@@ -7,6 +7,7 @@
 pyspark and pyarrow are imported only when this package is used (``pip install mqstore[spark]``).
 """
 
+from .cluster import ship
 from .source import read_journal, register
 
-__all__ = ["read_journal", "register"]
+__all__ = ["read_journal", "register", "ship"]

@@ -35,9 +35,6 @@ def spark_session(master: str, app: str = "mqstore") -> Any:
     """A SparkSession set up for the Python data source on this machine or a cluster."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
-                                               if p)
     from pyspark.sql import SparkSession
     return (SparkSession.builder.master(master).appName(app)
             .config("spark.ui.enabled", "false")

@@ -64,11 +64,21 @@ class JournalPartition:
 
 
 def list_segments(root: str) -> List[Tuple[int, str, int]]:
-    """(sequence, path, size) of the segment files under ``root/journal`` (driver side)."""
+    """(sequence, path, size) of the segment files under ``root/journal`` (driver side).
+
+    Raises:
+        MqStoreError: ``root`` holds no journal (or cannot be listed), said in one line.
+    """
     import pyarrow.fs as pafs
+    from mqstore.journal import MqStoreError
     from mqstore.journal.segment import parse_segment_name
-    fs, base = _fs_and_path(root)
-    infos = fs.get_file_info(pafs.FileSelector(base.rstrip("/") + "/journal"))
+    try:
+        fs, base = _fs_and_path(root)
+        infos = fs.get_file_info(pafs.FileSelector(base.rstrip("/") + "/journal"))
+    except (OSError, ValueError) as exc:
+        raise MqStoreError(f"no mqstore journal at {root}: {exc}".split("\n")[0],
+                           hint="give the directory passed to Broker.open, or a URI of one "
+                                "that every executor can read") from None
     out = []
     for info in infos:
         seq = parse_segment_name(info.base_name)
@@ -306,7 +316,11 @@ def read_journal(spark: Any, path: str, columns: Optional[Sequence[str]] = None,
         lsn_min, lsn_max: only records in this LSN range.
         segments: only these segment sequence numbers.
         body: fill the ``body`` column.
+
+    Raises:
+        MqStoreError: ``path`` holds no store (checked on the driver before any job).
     """
+    list_segments(path)  # a path that holds no store: one line here, not a Spark traceback
     register(spark)
     reader = spark.read.format("mqjournal").option("pushdown", "false")
     if body:
