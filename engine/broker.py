@@ -348,7 +348,9 @@ class Broker:
         ``clock`` forward.
 
         Returns:
-            How many scheduled messages came due (a full ring queue removes those at once).
+            How many scheduled messages this call put on their queues (a full ring queue
+            removes those at once); the broker's scheduler thread may have put some there
+            first, so look at ``queue_info`` for what is still scheduled.
 
         Raises:
             BrokerFailedError: the journal failed (fail-stop). IllegalStateError: closed.

@@ -69,7 +69,7 @@ def test_seed_ring_scenario_counts_at_every_step(tmp_path) -> None:
                 s.send("foo", Message(body))
                 assert counts(b, "foo") == (1 + i, 1)
         clock.now = NOON + 5 * MINUTE
-        assert b.deliver_scheduled() == 1
+        b.deliver_scheduled()  # (the broker's own scheduler thread may take it first)
         info = b.queue_info("foo")
         assert (info.message_count, info.scheduled_count, info.messages_replaced) == (3, 0, 1)
         assert drain(b, "foo") == [b"B", b"C", b"D"]
@@ -89,9 +89,10 @@ def test_due_in_scheduled_order_on_the_head(tmp_path) -> None:
             s.send("q", Message(b"w2"))
         assert counts(b, "q") == (7, 5)
         clock.now = NOON + 1000
-        assert b.deliver_scheduled() == 1
+        b.deliver_scheduled()  # counted by state: the broker's scheduler thread may run first
+        assert counts(b, "q") == (7, 4)
         clock.now = NOON + 3000
-        assert b.deliver_scheduled() == 3
+        b.deliver_scheduled()
         assert counts(b, "q") == (7, 1)
         assert drain(b, "q") == [b"s1", b"s2a", b"s2b", b"s3", b"w1", b"w2"]
         assert drain(b, "q") == []
@@ -274,7 +275,8 @@ def test_many_scheduled_messages_stay_out_of_ram(tmp_path) -> None:
         stats = b.statistics().memory
         assert stats.references == 0 and counts(b, "q") == (n, n)
         clock.now = NOON + n
-        assert b.deliver_scheduled() == n
+        b.deliver_scheduled()  # (the broker's own scheduler thread may take some first)
+        assert counts(b, "q") == (n, 0)
         assert b.statistics().memory.references <= 300
         got = drain(b, "q")
         assert got == [b"%d" % i for i in reversed(range(n))]

@@ -2,8 +2,8 @@
 
 The source's ``read()`` runs in the executors' Python, which must import
 ``mqstore.tools.spark``; its dependencies there are pyarrow (with pyspark's own), msgpack,
-crcmod and pyroaring. ``ship`` checks with a one-task job whether the executors can import mqstore and, when
-they cannot, zips the package's Python files and adds the zip to the job
+crcmod and pyroaring. ``ship`` checks with a one-task job whether the executors can import
+mqstore and, when they cannot, zips the package's Python files and adds the zip to the job
 (``SparkContext.addPyFile``). A zip cannot load compiled modules, so those executors use the
 Python scan, the reference the compiled one is tested against (about 4x slower); installing
 mqstore on every executor gives full speed.
