@@ -64,6 +64,21 @@ def open_with_progress(directory: str, what: str, **options: Any) -> Broker:
         fail(exc)
 
 
+def _export_parquet(directory: str, out: str, body: bool) -> None:
+    """``export --parquet``: the sealed segments ``out`` lacks, with a bar per segment."""
+    from .parquet_export import export_parquet
+    from .segments import segment_files
+    try:
+        with progress_bar() as bar:
+            task = bar.add_task("exporting sealed segments",
+                                total=max(0, len(segment_files(directory)) - 1))
+            report = export_parquet(directory, out, body, lambda f: bar.advance(task))
+    except MqStoreError as exc:
+        fail(exc)
+    console.print(f"wrote {len(report.written)} segment(s), {report.rows:,} entries, to {out}; "
+                  f"{len(report.kept)} already there")
+
+
 def progress_bar(transient: bool = True) -> Progress:
     """The progress display used by long commands (to stderr)."""
     return Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -302,11 +317,22 @@ def register(main: click.Group) -> None:
 
     @main.command("export")
     @STORE
-    @click.argument("file", type=click.Path(dir_okay=False))
-    def export_cmd(directory: str, file: str) -> None:
-        """The live state as JSON Lines (read-only)."""
+    @click.argument("file", type=click.Path())
+    @click.option("--parquet", is_flag=True,
+                  help="Write the journal's entries instead: each sealed segment as a Parquet "
+                       "file in the directory FILE, adding only the segments it lacks.")
+    @click.option("--body", is_flag=True, help="With --parquet: include message bodies.")
+    def export_cmd(directory: str, file: str, parquet: bool, body: bool) -> None:
+        """The live state as JSON Lines (read-only); with --parquet, the journal's entries of
+        sealed segments as Parquet, incrementally (read-only on the store)."""
         from .offline import segment_files
         from .transfer import export_store
+        if parquet:
+            _export_parquet(directory, file, body)
+            return
+        if os.path.isdir(file):
+            raise click.BadParameter(f"{file} is a directory (JSON Lines go to a file; "
+                                     f"--parquet writes a directory)", param_hint="FILE")
         try:
             segment_files(directory)  # no output file for a directory that holds no store
             with progress_bar() as bar, open(file, "w", encoding="utf-8") as out:
