@@ -32,6 +32,9 @@ class SparkFigures:
     spark_kinds_s: float = 0.0
     spark_range_s: float = 0.0  # an LSN range holding 1% of the records, every column
     range_rows: int = 0
+    parquet_export_s: float = 0.0  # export --parquet of the sealed segments (one process)
+    parquet_bytes: int = 0
+    parquet_s: float = 0.0  # the every-column query's groupBy on the Parquet copy
 
     @property
     def plain_rate(self) -> float:
@@ -100,11 +103,22 @@ def run(records: int, master: str, directory: Optional[str],
             in_range = read_journal(spark, tmp, lsn_min=lo, lsn_max=lo + written // 100 - 1
                                     ).groupBy("record_kind").count().collect()
             range_s = time.perf_counter() - t0
+            from .parquet_export import export_parquet
+            parquet = os.path.join(tmp, "parquet")
+            t0 = time.perf_counter()
+            export_parquet(tmp, parquet)
+            export_s = time.perf_counter() - t0
+            parquet_bytes = sum(os.path.getsize(os.path.join(parquet, f))
+                                for f in os.listdir(parquet))
+            t0 = time.perf_counter()
+            spark.read.parquet(parquet).groupBy("record_kind").count().collect()
+            parquet_s = time.perf_counter() - t0
         finally:
             spark.stop()
         assert sum(r["count"] for r in got) == rows, "Spark and the plain reader disagree"
         assert sorted(map(tuple, kinds)) == sorted(map(tuple, got)), "projection changed rows"
         range_rows = sum(r["count"] for r in in_range)
-        return SparkFigures(written, rows, size, plain_s, spark_s, kinds_s, range_s, range_rows)
+        return SparkFigures(written, rows, size, plain_s, spark_s, kinds_s, range_s, range_rows,
+                            export_s, parquet_bytes, parquet_s)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
