@@ -330,6 +330,9 @@ def register(main: click.Group) -> None:
         if parquet:
             _export_parquet(directory, file, body)
             return
+        if body:
+            raise click.BadParameter("--body goes with --parquet (JSON Lines hold every body)",
+                                     param_hint="--body")
         if os.path.isdir(file):
             raise click.BadParameter(f"{file} is a directory (JSON Lines go to a file; "
                                      f"--parquet writes a directory)", param_hint="FILE")

@@ -22,6 +22,7 @@ from mqstore.engine import Broker, Message, QueueConfig, RoutingType
 from mqstore.engine.settings import AddressSettings
 from mqstore.journal import MqStoreError
 from mqstore.recovery.moves import is_head_order
+from mqstore.recovery.schema import body_in
 from .offline import OfflineStore
 
 FORMAT = "mqstore-export/1"
@@ -58,14 +59,12 @@ def export_lines(store: OfflineStore) -> Iterator[Dict[str, Any]]:
     for mid in sorted(on, key=lambda m: min(o for o, _n, _c in on[m])):
         m = img.message(mid)
         assert m is not None
-        body = store.journal.read(m.location).payload
-        if m.slot >= 0:
-            body = body["msgs"][m.slot]
+        body = body_in(store.journal.read(m.location).payload, m.slot)
         line = {"type": "message", "address": m.address,
                 "queues": {name: count for _o, name, count in on[mid]},
                 "properties": _enc_props(m.properties), "priority": m.priority,
                 "timestamp": m.timestamp, "expiration": m.expiration,
-                "body": base64.b64encode(body["body"]).decode()}
+                "body": base64.b64encode(body).decode()}
         if mid in scheduled:
             line["scheduled"] = scheduled[mid]
         if mid in head:

@@ -82,3 +82,5 @@ def test_plain_export_refuses_a_directory(tmp_path: Path) -> None:
     (tmp_path / "dir").mkdir()
     result = CliRunner().invoke(main, ["export", str(store), str(tmp_path / "dir")])
     assert result.exit_code == 2 and "--parquet" in result.output
+    body = CliRunner().invoke(main, ["export", str(store), str(tmp_path / "f.jsonl"), "--body"])
+    assert body.exit_code == 2 and not (tmp_path / "f.jsonl").exists()
