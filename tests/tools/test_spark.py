@@ -4,6 +4,7 @@ filter pushdown, the PySpark 4.3.0 reuse case, byte-range splits, and the report
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Dict
@@ -116,6 +117,20 @@ def test_report(spark, store: str, tmp_path: Path) -> None:
     assert "unacknowledged messages per queue" in page
     hours = spark.read.parquet(os.path.join(out, "messages_per_address_hour"))
     assert hours.groupBy().sum("count").collect()[0][0] == result.kinds["MESSAGE"]
+    # the headline, ISO times and human ages, not epoch milliseconds or fractional hours
+    assert os.path.abspath(store) in page and "generated at" in page
+    assert "damaged entries" in page and re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", page)
+    assert not re.search(r"<td[^>]*>\d{13}</td>", page)  # no raw ms timestamps
+    # the oldest unacked messages, with ids: the heads of the queues as browse shows them
+    stuck = spark.read.parquet(os.path.join(out, "oldest_unacked_messages")).collect()
+    with OfflineStore(store) as offline:
+        for queue in expected:
+            heads = sorted((r["sent_ms"], r["message_id"])
+                           for r in offline.browse_rows(queue, 10**6))[:5]
+            got = sorted((r["timestamp"], r["message_id"]) for r in stuck if r["queue"] == queue)
+            assert got == heads, queue
+    for mid in {r["message_id"] for r in stuck}:
+        assert f">{mid}<" in page
 
 
 def test_header_only_projection_gives_the_same_counts(spark, store: str) -> None:

@@ -3,13 +3,16 @@
 Tables (Parquet, in OUT): ``records_by_kind``; ``messages_per_address_hour`` (MESSAGE entries
 by address and hour of their timestamp, UTC); ``segment_bytes`` (live and dead bytes per segment:
 what compaction would reclaim, computed by an offline recovery on the driver);
-``unacked_per_queue`` (messages on each live queue with no ACK, and their age). Plots (PNG,
-matplotlib) and ``report.html`` tie them together; a summary table is printed.
+``unacked_per_queue`` (messages on each live queue with no ACK, the oldest's age);
+``oldest_unacked_messages`` (the oldest few of each queue, with their message ids). Plots (PNG,
+matplotlib; a day per point over spans of more than two weeks, a log scale when one address
+dominates) and ``report.html`` (Jinja2, ``tools.spark.page``: a headline with the store, its
+size, the time span, damaged entries and when the report was made; times in ISO-8601 UTC, ages
+in human units) tie them together; a summary table is printed.
 """
 
 from __future__ import annotations
 
-import html
 import os
 import sys
 import time
@@ -73,23 +76,58 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
     acks = read_journal(spark, store, kinds=["ACK"], columns=["queue", "message_id"])
     on_queue = (msgs.withColumn("queue", F.explode(F.split("queue", ",")))
                 .where(F.col("queue").isin(sorted(live_queues) or ["\u0000"])))
-    unacked = (on_queue.join(acks, ["queue", "message_id"], "left_anti")
-               .groupBy("queue").agg(F.count("*").alias("unacked"),
-                                     F.min("timestamp").alias("oldest_ms"),
-                                     F.max("timestamp").alias("newest_ms")))
-    newest = msgs.agg(F.max("timestamp")).collect()[0][0] or 0
-    now_ms = int(time.time() * 1000)
-    unacked = (unacked.withColumn("oldest_age_hours", (F.lit(now_ms) - F.col("oldest_ms")) / 3.6e6)
-               .withColumn("oldest_age_vs_newest_hours",
-                           (F.lit(newest) - F.col("oldest_ms")) / 3.6e6).orderBy("queue"))
+    waiting = on_queue.join(acks, ["queue", "message_id"], "left_anti")
+    unacked = (waiting.groupBy("queue").agg(F.count("*").alias("unacked"),
+                                            F.min("timestamp").alias("oldest_ms"),
+                                            F.max("timestamp").alias("newest_ms"))
+               .orderBy("queue"))
     unacked.write.mode("overwrite").parquet(os.path.join(out, "unacked_per_queue"))
-    unacked_rows = [r.asDict() for r in unacked.collect()]
+    from pyspark.sql.window import Window
+    first = Window.partitionBy("queue").orderBy("timestamp", "message_id")
+    stuck = (waiting.withColumn("rank", F.row_number().over(first))
+             .where(F.col("rank") <= STUCK_PER_QUEUE).drop("rank", "address")
+             .orderBy("queue", "timestamp", "message_id"))
+    stuck.write.mode("overwrite").parquet(os.path.join(out, "oldest_unacked_messages"))
+    span = msgs.agg(F.min("timestamp"), F.max("timestamp")).collect()[0]
+    now_ms = int(time.time() * 1000)
+    unacked_rows = [_aged(r.asDict(), now_ms) for r in unacked.collect()]
+    stuck_rows = [_aged(r.asDict(), now_ms) for r in stuck.collect()]
     hours = [r.asDict() for r in per_hour.collect()]
-    plots = _plots(out, kinds, hours, segments, unacked_rows)
-    page = _html(out, store, kinds, hours, segments, unacked_rows, plots)
+    _plots(out, kinds, hours, segments, unacked_rows)
+    headline = [("store", os.path.abspath(store)),
+                ("journal", f"{sum(s['bytes'] for s in segments):,} bytes of records in "
+                            f"{len(segments)} segments"),
+                ("messages sent", f"from {_iso(span[0])} to {_iso(span[1])} (UTC)"),
+                ("entries", f"{sum(kinds.values()):,}"),
+                ("damaged entries", f"{kinds.get('DAMAGED', 0):,}"),
+                ("generated at", _iso(now_ms))]
+    page = _html(out, store, headline, kinds, hours, segments, unacked_rows, stuck_rows)
     return ReportResult(out, page, sum(kinds.values()), kinds, kinds.get("DAMAGED", 0),
                         {r["queue"]: r["unacked"] for r in unacked_rows},
                         sum(s["dead_bytes"] for s in segments), time.monotonic() - start)
+
+
+STUCK_PER_QUEUE = 5  # the oldest unacked messages listed per queue
+
+
+def _iso(ms: Optional[int]) -> str:
+    """ms since the epoch as ISO-8601 UTC to the second; "-" for none."""
+    from ..offline import iso_ms
+    return iso_ms(ms, short=True) if ms is not None else "-"
+
+
+def _aged(row: Dict[str, Any], now_ms: int) -> Dict[str, Any]:
+    """A row with its ms timestamps as ISO times and its oldest message's age in human units
+    (``2d 4h``), for the page."""
+    from ..offline import human_age
+    out = {k: v for k, v in row.items() if k not in ("oldest_ms", "newest_ms", "timestamp")}
+    oldest = row.get("oldest_ms", row.get("timestamp"))
+    if "timestamp" in row:
+        out["sent"] = _iso(row["timestamp"])
+    else:
+        out["oldest"], out["newest"] = _iso(row["oldest_ms"]), _iso(row["newest_ms"])
+    out["age"] = human_age(max(0, (now_ms - oldest) // 1000)) if oldest is not None else "-"
+    return out
 
 
 def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
@@ -112,10 +150,21 @@ def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
     ax.tick_params(axis="x", rotation=30)
     save(fig, "records_by_kind.png")
     fig, ax = plt.subplots(figsize=(9, 3.5))
+    times = [h["hour"] for h in hours]
+    daily = bool(times) and (max(times) - min(times)).days > 14  # hours would be a solid band
+    totals: Dict[str, int] = {}
     for address in sorted({h["address"] for h in hours}):
-        pts = [h for h in hours if h["address"] == address]
-        ax.plot([p["hour"] for p in pts], [p["count"] for p in pts], label=address, lw=0.8)
-    ax.set_title("messages per address per hour (message timestamp, UTC)")
+        buckets: Dict[Any, int] = {}
+        for h in hours:
+            if h["address"] == address:
+                when = h["hour"].date() if daily else h["hour"]
+                buckets[when] = buckets.get(when, 0) + h["count"]
+        totals[address] = sum(buckets.values())
+        ax.plot(sorted(buckets), [buckets[k] for k in sorted(buckets)], label=address, lw=0.8)
+    if totals and max(totals.values()) > 100 * max(1, min(totals.values())):
+        ax.set_yscale("log")  # one address dominates: the others would lie flat on the axis
+    ax.set_title(f"messages per address per {'day' if daily else 'hour'} "
+                 f"(message timestamp, UTC)")
     ax.legend(loc="upper right", fontsize=8)
     save(fig, "messages_per_hour.png")
     fig, ax = plt.subplots(figsize=(7, 3.5))
@@ -136,35 +185,27 @@ def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
     return files
 
 
-def _table(rows: List[Dict[str, Any]], limit: int = 50) -> str:
-    if not rows:
-        return "<p>(none)</p>"
-    cols = list(rows[0])
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols) + "</tr>"
-                   for r in rows[:limit])
-    more = f"<p>({len(rows) - limit} more rows in the Parquet table)</p>" \
-        if len(rows) > limit else ""
-    return f"<table><tr>{head}</tr>{body}</table>{more}"
-
-
-def _html(out: str, store: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
-          segments: List[Dict[str, Any]], unacked: List[Dict[str, Any]], plots: List[str]
-          ) -> str:
+def _html(out: str, store: str, headline: List[Any], kinds: Dict[str, int],
+          hours: List[Dict[str, Any]], segments: List[Dict[str, Any]],
+          unacked: List[Dict[str, Any]], stuck: List[Dict[str, Any]]) -> str:
+    """Write ``report.html`` (``tools.spark.page``); returns its path."""
+    from .page import render, section
     kind_rows = [{"kind": k, "entries": v} for k, v in sorted(kinds.items())]
-    parts = [f"<h1>mqstore journal report</h1><p>store: {html.escape(os.path.abspath(store))}"
-             f"</p>", "<h2>entries by kind</h2>", _table(kind_rows),
-             '<img src="records_by_kind.png">', "<h2>messages per address per hour</h2>",
-             '<img src="messages_per_hour.png">', _table(hours, 24),
-             "<h2>live and dead bytes per segment</h2>", '<img src="segment_bytes.png">',
-             _table(segments), "<h2>unacknowledged messages per queue</h2>",
-             '<img src="unacked_per_queue.png">', _table(unacked)]
+    hour_rows = [{"address": h["address"], "hour": _iso(int(h["hour"].timestamp() * 1000)),
+                  "messages": h["count"]} for h in hours]
+    sections = [
+        section("entries by kind", kind_rows, "records_by_kind.png", "records_by_kind"),
+        section("messages per address over time", hour_rows, "messages_per_hour.png",
+                "messages_per_address_hour", limit=24),
+        section("live and dead bytes per segment", segments, "segment_bytes.png",
+                "segment_bytes", "dead bytes are what compaction would reclaim"),
+        section("unacknowledged messages per queue", unacked, "unacked_per_queue.png",
+                "unacked_per_queue", "age: of the oldest, at the time the report was made"),
+        section(f"the oldest unacknowledged messages of each queue (up to {STUCK_PER_QUEUE})",
+                stuck, "", "oldest_unacked_messages")]
     page = os.path.join(out, "report.html")
     with open(page, "w", encoding="utf-8") as f:
-        f.write("<!doctype html><meta charset=utf-8><title>mqstore report</title><style>"
-                "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-                "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px}</style>"
-                + "".join(parts))
+        f.write(render(headline, os.path.abspath(store), sections))
     return page
 
 
