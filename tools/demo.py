@@ -16,13 +16,14 @@ import os
 import resource
 import shutil
 import signal
+import tempfile
 import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Set
+from typing import Dict, List, Set, Tuple
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -80,6 +81,7 @@ class DemoResult:
     memory: object = None
     peak_rss_mb: float = 0.0
     departures: Departures | None = None
+    probe_ops: Tuple[float, float] = (0.0, 0.0)  # fdatasync probe, ops/s, before each phase
 
 
 def _parse(line: str, tally: Tally) -> None:
@@ -133,6 +135,7 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
     shutil.rmtree(directory, ignore_errors=True)
     cols = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,}/"
             "{task.total:,}"), TimeElapsedColumn())
+    probes = [fdatasync_probe(os.path.dirname(directory))]
     with Progress(*cols, console=console, transient=False) as progress:
         tally = _phase1(directory, total, workers, batch, limit, kill_at, progress)
         phase1_s = time.monotonic() - tally.started
@@ -157,6 +160,7 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
                 if kind == "sent":
                     progress.update(task, completed=int(value) + 1)  # type: ignore[arg-type]
 
+        probes.append(fdatasync_probe(os.path.dirname(directory)))
         t2 = time.monotonic()
         weather = load_weather()
         demo_job.run(broker, flights, resume, workers, batch, event, weather)
@@ -188,7 +192,21 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
     return DemoResult(total, tally.sent_max + 1, phase1_s, broker.recovery_report, recovery_s,
                       resume, phase2_s, lost, duplicates, missing, checks, segments,
                       os.path.abspath(directory), counts, board, memory,
-                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, departures)
+                      resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, departures,
+                      (probes[0], probes[1]))
+
+
+def fdatasync_probe(parent: str, seconds: float = 1.0) -> float:
+    """The disk's fdatasync rate now (ops/s: 1 KiB overwrite + fdatasync, ``bench journal``'s
+    probe), measured in a temporary directory under ``parent`` (removed after): the disk's
+    rate swings 10x within minutes, so throughput is reported as a ratio to it."""
+    from .bench_journal import raw_fdatasync
+    os.makedirs(parent, exist_ok=True)
+    where = tempfile.mkdtemp(prefix=".mqstore-probe-", dir=parent)
+    try:
+        return raw_fdatasync(where, seconds).rate
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, tuple]:
@@ -202,6 +220,13 @@ def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, t
                                      len(airports))}
 
 
+def _ratio(rate: float, probe: float) -> str:
+    """A throughput as a ratio to the same run's fdatasync probe (the disk's rate swings)."""
+    if probe <= 0:
+        return "no fdatasync probe"
+    return f"{rate / probe:.3g}x the fdatasync probe's {probe:,.0f} ops/s just before"
+
+
 def print_report(result: DemoResult, console: Console) -> None:
     """The short report of a demo run."""
     r = result
@@ -210,11 +235,14 @@ def print_report(result: DemoResult, console: Console) -> None:
     t.add_column(justify="left")
     t.add_column(justify="right")
     t.add_row("flights (durable messages)", f"{r.flights:,}")
+    rate1 = r.phase1_sent / max(r.phase1_s, 1e-9)
     t.add_row("phase 1: sent before SIGKILL", f"{r.phase1_sent:,} in {r.phase1_s:.1f} s "
-              f"({r.phase1_sent / max(r.phase1_s, 1e-9):,.0f} msg/s)")
+              f"({rate1:,.0f} msg/s; {_ratio(rate1, r.probe_ops[0])})")
     left = r.flights - r.resumed_at
+    rate2 = left / max(r.phase2_s, 1e-9)
     t.add_row("phase 2: resumed at flight", f"{r.resumed_at:,}; {left:,} more in {r.phase2_s:.1f}"
-              f" s ({left / max(r.phase2_s, 1e-9):,.0f} msg/s, consuming the backlog too)")
+              f" s ({rate2:,.0f} msg/s, consuming the backlog too; "
+              f"{_ratio(rate2, r.probe_ops[1])})")
     t.add_row("recovery: torn bytes dropped", f"{rec.journal.torn_bytes:,}")  # type: ignore[attr-defined]
     t.add_row("recovery: index", f"{rec.index}")  # type: ignore[attr-defined]
     t.add_row("recovery: records replayed", f"{rec.replayed_records:,}")  # type: ignore[attr-defined]
