@@ -15,8 +15,6 @@ import time
 from typing import Any, Callable, Collection, Dict, Iterator, List, Optional, Sequence
 
 from mqstore.journal import JournalOptions, MqStoreError, OsFileSystem
-from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-from mqstore.journal.inspect import Damage
 from mqstore.recovery import INDEX_DIR, LmdbIndex, MemoryIndex, recover
 from mqstore.recovery.schema import body_in
 from .segments import (MAX_FRAME, SegmentFile, first_lsn, lsn_range_mask, read_segment,
@@ -152,7 +150,7 @@ class OfflineStore:
             m = img.message(r.mid)
             if m is None:  # a reference without its message: reported by check
                 continue
-            age = max(0, int(now - m.timestamp / 1000))
+            age = age_s(m.timestamp, now)
             row = {"message_id": r.mid, "priority": m.priority,
                    "delivery_count": r.delivery_count, "in_delivery": r.delivery_count > 0,
                    "sent": iso_ms(m.timestamp, short=True), "sent_ms": m.timestamp,
@@ -261,14 +259,9 @@ def iter_entries(directory: str, with_body: bool = False,
             continue
         if read is not None:
             read.append(f.sequence)
-        header = decode_segment_header(buf)
         cols = EntryColumns(names, with_body, kinds or None, lsn_from, lsn_to)
         with gc_paused():
-            if header is None:
-                cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
-            else:
-                cols.scan(f.sequence, buf, header.generation, SEGMENT_HEADER_SIZE, len(buf),
-                          0, MAX_FRAME)
+            cols.scan_segment(f.sequence, buf, MAX_FRAME)
             rows = cols.take_rows()
         del buf
         yield from rows
@@ -279,7 +272,7 @@ def _oldest(timestamp: Optional[int], now: float) -> Dict[str, Any]:
     units, at ``now`` (seconds since the epoch); ``None`` on an empty queue."""
     if timestamp is None:
         return {"oldest": None, "oldest_age": None, "oldest_age_s": None}
-    age = max(0, int(now - timestamp / 1000))
+    age = age_s(timestamp, now)
     return {"oldest": iso_ms(timestamp, short=True), "oldest_age": human_age(age),
             "oldest_age_s": age}
 
@@ -301,6 +294,12 @@ def body_text(body: Optional[bytes]) -> str:
         return body.decode("utf-8")
     except UnicodeDecodeError:
         return body[:32].hex() + ("..." if len(body) > 32 else "")
+
+
+def age_s(ms: int, now: float) -> int:
+    """Whole seconds from ``ms`` (ms since the epoch) to ``now`` (seconds since the epoch),
+    0 for a time in the future."""
+    return max(0, int(now - ms / 1000))
 
 
 def human_age(seconds: int) -> str:

@@ -22,8 +22,7 @@ from dataclasses import dataclass, field
 from typing import Callable, List, Optional, Set, Tuple
 
 from mqstore.journal import MqStoreError
-from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
-from mqstore.journal.inspect import Damage
+from mqstore.journal.format import decode_segment_header
 from .segments import MAX_FRAME, SegmentFile, read_segment, segment_files
 
 FILE = re.compile(r"^(\d{20})-([0-9a-f]{16})\.parquet$")
@@ -102,11 +101,7 @@ def export_parquet(directory: str, out: str, with_body: bool = False,
             continue
         cols = EntryColumns(names, with_body)
         with gc_paused():
-            if header is None:
-                cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
-            else:
-                cols.scan(f.sequence, buf, header.generation, SEGMENT_HEADER_SIZE, len(buf), 0,
-                          MAX_FRAME)
+            cols.scan_segment(f.sequence, buf, MAX_FRAME)
             columns = cols.take()
         del buf
         table = pa.Table.from_batches([to_batch(columns, NAMES)])

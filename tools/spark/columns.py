@@ -222,6 +222,17 @@ class EntryColumns:
             self._row(seg, info.offset, info.lsn, name, None, None, addr, queue, None, None,
                       None, None, props, None, None, True, None)
 
+    def scan_segment(self, seg: int, buf: bytes, max_frame: int = 16 << 20) -> Optional[Any]:
+        """Add every entry of a whole segment file's bytes ``buf``; a file without a valid
+        header is one damage row. Returns the decoded header (``None``: not valid)."""
+        from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
+        header = decode_segment_header(buf)
+        if header is None:
+            self.add(seg, Damage(0, len(buf), "bad segment header"))
+        else:
+            self.scan(seg, buf, header.generation, SEGMENT_HEADER_SIZE, len(buf), 0, max_frame)
+        return header
+
     def scan(self, seg: int, buf: bytes, generation: int, first: int, stop: int, base: int = 0,
              max_frame: int = 16 << 20) -> None:
         """Add every entry of the frames starting in ``[first, stop)`` of ``buf`` (``buf[i]`` is
@@ -374,15 +385,9 @@ def plain_scan(directory: str, on_batch: Optional[Callable[[Dict[str, List[Any]]
 def _plain(directory: str, cols: "EntryColumns",
            on_batch: Optional[Callable[[Dict[str, List[Any]]], None]], batch: int) -> int:
     from ..segments import MAX_FRAME, read_segment, segment_files
-    from mqstore.journal.format import decode_segment_header
     rows = 0
     for f in segment_files(directory):
-        buf = read_segment(f.path)
-        header = decode_segment_header(buf)
-        if header is None:
-            cols.add(f.sequence, Damage(0, len(buf), "bad segment header"))
-            continue
-        cols.scan(f.sequence, buf, header.generation, 64, len(buf), 0, MAX_FRAME)
+        cols.scan_segment(f.sequence, read_segment(f.path), MAX_FRAME)
         if len(cols) >= batch:
             rows += len(cols)
             out = cols.take()

@@ -119,14 +119,14 @@ def _iso(ms: Optional[int]) -> str:
 def _aged(row: Dict[str, Any], now_ms: int) -> Dict[str, Any]:
     """A row with its ms timestamps as ISO times and its oldest message's age in human units
     (``2d 4h``), for the page."""
-    from ..offline import human_age
+    from ..offline import age_s, human_age
     out = {k: v for k, v in row.items() if k not in ("oldest_ms", "newest_ms", "timestamp")}
     oldest = row.get("oldest_ms", row.get("timestamp"))
     if "timestamp" in row:
         out["sent"] = _iso(row["timestamp"])
     else:
         out["oldest"], out["newest"] = _iso(row["oldest_ms"]), _iso(row["newest_ms"])
-    out["age"] = human_age(max(0, (now_ms - oldest) // 1000)) if oldest is not None else "-"
+    out["age"] = human_age(age_s(oldest, now_ms / 1000)) if oldest is not None else "-"
     return out
 
 
