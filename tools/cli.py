@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from mqstore.journal import MqStoreError
-from .commands import STORE
+from .commands import a_store
 
 console = Console()
 
@@ -259,23 +259,63 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
                   f"{f.bytes / 1e6:,.0f} MB; the same groupBy on it "
                   f"{f.parquet_s:.1f} s against {f.spark_s:.1f} s on the journal")
     console.print(f"LSN range of 1% / full scan, wall time: {f.spark_range_s / f.spark_s:.3f} "
-                  f"(segments outside the range are not planned; the driver still reads the "
-                  f"segments up to the range's end for queue names)")
+                  f"(segments outside the range are not planned; the executors still walk "
+                  f"the segments up to the range's end for queue names)")
     console.print(f"Spark (every column) / plain: {f.spark_rate / f.plain_rate:.2f}; target 400k "
                   f"rows/s on local[2], full rows: "
                   f"{'ok' if f.spark_rate >= 400_000 else 'BELOW'}")
 
 
+@bench.command("report")
+@click.option("--sizes", default="200000,2000000", show_default=True,
+              help="Journal sizes in records, comma-separated.")
+@click.option("--master", default="local[2]", show_default=True)
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None)
+def bench_report(sizes: str, master: str, directory: Optional[str]) -> None:
+    """spark-report's wall time and peak memory (driver Python, JVM, Python workers) at each
+    journal size, in one run; the driver's memory must not grow with the journal."""
+    from .bench_report import run
+
+    wanted = [int(s) for s in sizes.split(",") if s.strip()]
+    with console.status("building the journals...") as status:
+        rows = run(wanted, master, directory, lambda m: status.update(m))
+    t = Table(title=f"mqstore spark-report on {master} (one run, same disk)")
+    for col in ("records", "journal MB", "report s", "report / plain scan", "driver Python MB",
+                "JVM MB", "Python workers MB"):
+        t.add_column(col, justify="right")
+    for f in rows:
+        t.add_row(f"{f.records:,}", f"{f.journal_bytes / 1e6:,.0f}", f"{f.report_s:.1f}",
+                  f"{f.report_s / f.plain_s:.1f}", f"{f.driver_peak / 2**20:,.0f}",
+                  f"{f.jvm_peak / 2**20:,.0f}", f"{f.workers_peak / 2**20:,.0f}")
+    console.print(t)
+    if len(rows) > 1:
+        console.print(f"driver Python peak, largest / smallest journal: "
+                      f"{rows[-1].driver_peak / rows[0].driver_peak:.2f} (journal "
+                      f"{rows[-1].records / rows[0].records:.0f}x larger)")
+
+
+def _store_or_export(ctx: click.Context, param: click.Parameter, directory: str) -> str:
+    """The report's source: a store, or a directory ``export --parquet`` wrote; a usage error
+    (exit 2) otherwise, before Spark starts."""
+    from .spark.report import is_parquet_export
+    if is_parquet_export(directory):
+        return directory
+    return a_store(ctx, param, directory)
+
+
 @main.command("spark-report")
-@STORE
+@click.argument("directory", type=click.Path(file_okay=False), callback=_store_or_export)
 @click.option("--out", required=True, type=click.Path(file_okay=False),
               help="Where the Parquet tables, PNG plots and report.html go (on a cluster, a "
                    "path the driver writes; the tables are written by the executors, so a "
                    "shared file system path).")
 @click.option("--master", default="local[*]", show_default=True, help="Spark master URL.")
 def spark_report(directory: str, out: str, master: str) -> None:
-    """The inspection job on Spark: entries by kind, messages per address per hour, live and
-    dead bytes per segment, unacknowledged messages per queue and their age."""
+    """The inspection job on Spark, over a store's journal or a Parquet export of it (read
+    once, at any size): entries and record bytes by kind, address and queue; live, dead and
+    damaged bytes per segment (what compaction would reclaim, from the records' own acks);
+    unacknowledged messages per queue with the oldest ones' ids; acks by reason,
+    redeliveries and dead letters; sends, deliveries, acks and backlogs along the journal."""
     from .spark.report import report
 
     with console.status("running the Spark job..."):
@@ -289,6 +329,7 @@ def spark_report(directory: str, out: str, master: str) -> None:
     t.add_row("damaged entries", f"{r.damaged:,}")
     for queue, n in sorted(r.unacked.items()):
         t.add_row(f"unacked on {queue}", f"{n:,}")
+    t.add_row("live record bytes", f"{r.live_bytes:,}")
     t.add_row("dead bytes (reclaimable)", f"{r.reclaimable_bytes:,}")
     console.print(t)
     console.print(f"report: {r.html}")

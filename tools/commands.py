@@ -22,10 +22,11 @@ from .listing import chosen, emit, listing_options
 if TYPE_CHECKING:
     from mqstore.engine import Broker
 
-console = Console()
+console = Console(soft_wrap=True)  # status lines whole (paths in them), never cut at 80 columns
 err = Console(stderr=True, soft_wrap=True)  # messages whole, never cut at 80 columns
 
-def _a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
+
+def a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
     """A DIRECTORY argument must name an existing store: a usage error (exit 2) otherwise,
     reported before anything is printed or opened."""
     from .offline import segment_files
@@ -36,7 +37,7 @@ def _a_store(ctx: click.Context, param: click.Parameter, directory: str) -> str:
     return directory
 
 
-STORE = click.argument("directory", type=click.Path(file_okay=False), callback=_a_store)
+STORE = click.argument("directory", type=click.Path(file_okay=False), callback=a_store)
 NEW_STORE = click.argument("directory", type=click.Path(file_okay=False))
 JSON = click.option("--json", "as_json", is_flag=True, help="JSON output (one object per line "
                                                            "for print, a list otherwise).")
@@ -384,7 +385,7 @@ def register(main: click.Group) -> None:
             for f in findings:
                 t.add_row(f"[{style[f.level]}]{f.level}[/]", os.path.relpath(f.path, directory),
                           "-" if f.offset is None else str(f.offset), f.message)
-            console.print(t)
+            console.print(t, soft_wrap=False)
         raise SystemExit(1 if problems(findings) else 0)
 
     @main.command()
@@ -421,7 +422,7 @@ def register(main: click.Group) -> None:
         t.add_column()
         for k, v in rows:
             t.add_row(k, str(v))
-        console.print(t)
+        console.print(t, soft_wrap=False)
 
     @main.command()
     @STORE
@@ -445,6 +446,6 @@ def register(main: click.Group) -> None:
                   f"{before.total_bytes:,}", f"{before.live_bytes:,}")
         t.add_row("after", str(after.segments), f"{after.records:,}", f"{after.total_bytes:,}",
                   f"{after.live_bytes:,}")
-        console.print(t)
+        console.print(t, soft_wrap=False)
         console.print(f"rewrote {report.records_copied:,} live records from segments "
                       f"{list(report.inputs)} into {list(report.outputs)}")

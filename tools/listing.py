@@ -76,7 +76,7 @@ def emit(rows: Sequence[Dict[str, Any]], columns: List[str], fmt: Optional[str],
                      justify="right" if numeric else "left")
     for r in rows:
         t.add_row(*(_text(r.get(c), ", ") for c in columns))  # lists wrap between names
-    (console or Console()).print(t)
+    (console or Console()).print(t, soft_wrap=False)  # a table fits the width, captions too
 
 
 def _text(value: Any, sep: str = ",") -> str:

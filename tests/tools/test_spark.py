@@ -104,14 +104,21 @@ def test_report(spark, store: str, tmp_path: Path) -> None:
     from mqstore.tools.spark.report import run_report
     out = str(tmp_path / "report")
     result = run_report(spark, store, out)
-    with OfflineStore(store) as offline:
+    with OfflineStore(store, liveness=True) as offline:
         expected = {q["queue"]: q["messages"] for q in offline.queue_rows()}
+        journal = offline.segment_rows()
     assert result.unacked == expected
+    # what compaction would reclaim: the engine's own accounting, computed without a recovery
+    assert result.reclaimable_bytes == sum(s["dead_bytes"] for s in journal) > 0
+    segs = spark.read.parquet(os.path.join(out, "segment_bytes")).collect()
+    assert sorted((r["segment"], r["live_bytes"], r["dead_bytes"]) for r in segs) == \
+        sorted((s["segment"], s["live_bytes"], s["dead_bytes"]) for s in journal)
     for name in ("records_by_kind", "messages_per_address_hour", "segment_bytes",
-                 "unacked_per_queue"):
+                 "unacked_per_queue", "bytes_by_kind", "bytes_by_address", "queue_activity",
+                 "acks_by_reason", "activity_over_journal", "backlog_over_journal"):
         assert os.path.isdir(os.path.join(out, name))
     for png in ("records_by_kind.png", "messages_per_hour.png", "segment_bytes.png",
-                "unacked_per_queue.png"):
+                "unacked_per_queue.png", "activity_over_journal.png"):
         assert os.path.getsize(os.path.join(out, png)) > 1000
     page = Path(result.html).read_text()
     assert "unacknowledged messages per queue" in page
@@ -172,3 +179,24 @@ def test_a_path_without_a_store_is_one_line_not_a_spark_traceback(spark, tmp_pat
     from mqstore.tools.spark import read_journal
     with pytest.raises(MqStoreError, match="no mqstore journal at"):
         read_journal(spark, str(tmp_path))
+
+
+def test_queue_names_are_read_by_the_executors_not_the_driver(spark, store: str,
+                                                              monkeypatch) -> None:
+    """read_journal has the executors walk the segments for QUEUE_ADD records and hands the
+    map to the source, whose planning then reads no segment body on the driver."""
+    import json
+    from mqstore.tools.spark import read_journal, source
+    segments = source.list_segments(store)
+    names = source.queue_names_on_executors(spark, store, segments)
+    assert names and names == source.queue_names_at(store, segments)
+
+    def driver_pass(*_args: object) -> None:
+        raise AssertionError("the driver read segment bodies for queue names")
+
+    monkeypatch.setattr(source, "queue_names_at", driver_pass)
+    reader = source._reader_classes()[0](store, {"queue_names": json.dumps(names)}, None)
+    parts = reader.partitions()
+    assert parts and all(p.value.names == names for p in parts)
+    queues = {r["queue"] for r in read_journal(spark, store, kinds=["ACK"]).collect()}
+    assert queues and queues <= set(names.values())

@@ -10,7 +10,12 @@ Schema (``SCHEMA``; times are ms since the epoch)::
     segment long, offset long, lsn long, record_kind string, transaction_id long,
     message_id long, address string, queue string, durable boolean, timestamp long,
     expiration long, scheduled_time long, delivery_count int, properties map<string,string>,
-    body_size int, body binary, crc_ok boolean, error string
+    body_size int, body binary, crc_ok boolean, error string, record_bytes int
+
+``record_bytes`` is the size of the journal record a row comes from (frame header, payload and
+CRC, in bytes), the same on every row of a record that holds several (a TX record's messages
+and acks, a DUE or DEPAGE record's references and acks): totals of bytes count each
+``(segment, offset)`` once. A DAMAGED row has the length of the damaged span.
 """
 
 from __future__ import annotations
@@ -31,9 +36,11 @@ SCHEMA = ("segment long, offset long, lsn long, record_kind string, transaction_
           "message_id long, address string, queue string, durable boolean, timestamp long, "
           "expiration long, scheduled_time long, delivery_count int, "
           "properties map<string,string>, body_size int, body binary, crc_ok boolean, "
-          "error string")
+          "error string, record_bytes int")
 NAMES = [c.split()[0] for c in SCHEMA.split(", ")]
-HEADER_COLUMNS = frozenset({"segment", "offset", "lsn", "record_kind", "crc_ok", "error"})
+HEADER_COLUMNS = frozenset({"segment", "offset", "lsn", "record_kind", "crc_ok", "error",
+                            "record_bytes"})
+ROW_COLUMNS = len(NAMES) - 1  # the columns a row tuple (and the compiled scan) fills
 KIND_NAMES = {int(k): k.name for k in RecordKind}
 MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.TX)
 KIND_TUPLE = tuple(KIND_NAMES.get(k, "UNKNOWN") for k in range(256))
@@ -99,6 +106,7 @@ class EntryColumns:
         self.lsn_min = lsn_min
         self.lsn_max = lsn_max
         self.cols: List[List[Any]] = [[] for _ in NAMES]  # (the compiled scan fills them)
+        self._damage: Dict[int, int] = {}  # offset of a damage row not yet sized -> its bytes
         self.rows: List[tuple] = []  # rows built in Python, not yet moved into ``cols``
         self._joined: Dict[tuple, str] = {}
         want = (lambda k: self.kinds is None or k in self.kinds)
@@ -132,8 +140,29 @@ class EntryColumns:
         """The columns so far (name -> list of values, one per row, in scan order); the builder
         starts empty again."""
         self._flush_rows()
+        self._size_records(None, 0)
         cols, self.cols = self.cols, [[] for _ in NAMES]
         return dict(zip(NAMES, cols))
+
+    def _size_records(self, buf: Optional[bytes], base: int) -> None:
+        """Fill ``record_bytes`` for the rows that lack it: the frame length read at the row's
+        offset in ``buf`` (``buf[i]`` is file offset ``base + i``), a damaged span's length on
+        a DAMAGED row (``None`` when unknown)."""
+        offsets, out = self.cols[1], self.cols[ROW_COLUMNS]
+        start, end = len(out), len(offsets)
+        if start == end:
+            return
+        damage, u32, last = self._damage, _U32, -1
+        size: Optional[int] = None
+        append = out.append
+        for i in range(start, end):
+            off = offsets[i]
+            if off != last:  # the rows of one record are consecutive
+                last = off
+                size = damage.pop(off, None)
+                if size is None and buf is not None and 0 <= off - base <= len(buf) - 4:
+                    size = u32(buf, off - base)[0]
+            append(size)
 
     def _row(self, seg: int, off: int, lsn: Optional[int], kind: str, tx: Optional[int],
              mid: Optional[int], addr: Optional[str], queue: Optional[str],
@@ -151,6 +180,7 @@ class EntryColumns:
             return self._payload_rows(seg, item.offset, item.lsn, item.kind, self._add_payload,
                                       seg, item, item.kind, item.payload)
         if isinstance(item, Damage):
+            self._damage[item.offset] = item.end - item.offset
             self._row(seg, item.offset, None, "DAMAGED", None, None, None, None, None, None,
                       None, None, None, None, None, False,
                       f"{item.reason} ({item.end - item.offset} bytes)")
@@ -239,6 +269,14 @@ class EntryColumns:
         file offset ``base + i``): a fast loop for valid frames (the compiled scan when built,
         handing this loop any frame it does not decode itself); at the first invalid one the
         tolerant scanner takes over (damage rows, resynchronisation)."""
+        self._flush_rows()
+        self._size_records(None, 0)  # rows added before (``add``) are not of this buffer
+        self._scan(seg, buf, generation, first, stop, base, max_frame)
+        self._flush_rows()
+        self._size_records(buf, base)
+
+    def _scan(self, seg: int, buf: bytes, generation: int, first: int, stop: int, base: int,
+              max_frame: int) -> None:
         from mqstore.journal.crc import crc32c
         from mqstore.journal.inspect import scan_buffer
         head = _HEAD
@@ -257,8 +295,8 @@ class EntryColumns:
             if fast is not None:
                 if self.rows:
                     self._flush_rows()
-                pos, status, last = fast(self.cols, buf, pos, stop, generation, max_frame, seg,
-                                         base, last, ctx)
+                pos, status, last = fast(self.cols[:ROW_COLUMNS], buf, pos, stop, generation,
+                                         max_frame, seg, base, last, ctx)
                 if status == 0 or status == 3:
                     return
                 if status == 2:

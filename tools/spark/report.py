@@ -1,14 +1,21 @@
-"""``mqstore spark-report``: the inspection job over a store's journal, on Spark.
+"""``mqstore spark-report``: the inspection job over a store's journal (or a Parquet export of
+it), on Spark, at any journal size.
 
-Tables (Parquet, in OUT): ``records_by_kind``; ``messages_per_address_hour`` (MESSAGE entries
-by address and hour of their timestamp, UTC); ``segment_bytes`` (live and dead bytes per segment:
-what compaction would reclaim, computed by an offline recovery on the driver);
-``unacked_per_queue`` (messages on each live queue with no ACK, the oldest's age);
-``oldest_unacked_messages`` (the oldest few of each queue, with their message ids). Plots (PNG,
-matplotlib; a day per point over spans of more than two weeks, a log scale when one address
-dominates) and ``report.html`` (Jinja2, ``tools.spark.page``: a headline with the store, its
-size, the time span, damaged entries and when the report was made; times in ISO-8601 UTC, ages
-in human units) tie them together; a summary table is printed.
+The journal is read once: its entries are persisted on the executors' disks and every table is
+computed from that copy by Spark (``tools.spark.figures``, whose rules ``tools.figures`` gives),
+so the driver holds only the tables' results (a row per segment, queue, address, hour and
+stretch of the journal), whatever the journal's size. Nothing is recovered on the driver: live
+and dead bytes come from the records' own acks.
+
+Tables (Parquet, in OUT): ``records_by_kind`` (entries and damaged entries per kind);
+``messages_per_address_hour`` (MESSAGE entries by address and hour of their timestamp, UTC);
+``segment_bytes``, ``bytes_by_kind``, ``bytes_by_address``, ``unacked_per_queue``,
+``queue_activity``, ``acks_by_reason``, ``oldest_unacked_messages`` (``tools.figures``);
+``activity_over_journal`` and ``backlog_over_journal`` (sends, deliveries and acks along the
+journal, ``tools.spark.figures``). Plots (PNG, matplotlib; a day per point over spans of more
+than two weeks, a log scale when one series dominates) and ``report.html`` (Jinja2,
+``tools.spark.page``: a headline with the store, its size, the time span, damaged entries and
+when the report was made; times in ISO-8601 UTC, ages in human units) tie them together.
 """
 
 from __future__ import annotations
@@ -17,12 +24,16 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
+
+from mqstore.journal import MqStoreError
+
+from ..figures import STUCK_PER_QUEUE
 
 
 @dataclass
 class ReportResult:
-    """Where the report went and its headline figures."""
+    """Where the report went and its headline figures (bytes are record bytes)."""
 
     out: str
     html: str
@@ -32,6 +43,8 @@ class ReportResult:
     unacked: Dict[str, int]
     reclaimable_bytes: int
     seconds: float
+    live_bytes: int = 0
+    source: str = "journal"
 
 
 def spark_session(master: str, app: str = "mqstore") -> Any:
@@ -46,68 +59,109 @@ def spark_session(master: str, app: str = "mqstore") -> Any:
             .getOrCreate())
 
 
+def is_parquet_export(path: str) -> bool:
+    """Whether ``path`` is a directory ``mqstore export --parquet`` wrote (and not a store)."""
+    from ..parquet_export import exported
+    return (os.path.isdir(path) and not os.path.isdir(os.path.join(path, "journal"))
+            and bool(exported(path)))
+
+
+def load_entries(spark: Any, source: str) -> Tuple[Any, str]:
+    """The entries the report reads, with the columns it needs, and what they are: a store's
+    journal (every segment), or a Parquet export (its sealed segments).
+
+    Raises:
+        MqStoreError: ``source`` is neither (one line), or an export made before the
+            ``record_bytes`` column existed.
+    """
+    from .figures import COLUMNS
+    from .source import read_journal
+    if not is_parquet_export(source):
+        return read_journal(spark, source, columns=COLUMNS), "journal"
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(source)
+    if "record_bytes" not in df.columns:
+        raise MqStoreError(f"the Parquet export at {source} has no record_bytes column",
+                           hint="export again into a new directory with this version")
+    return df.select(*COLUMNS), "Parquet export of the sealed segments"
+
+
+class _Tables:
+    """Writes each table as Parquet in ``out`` and reads back the written rows (small: the
+    table's own rows), so nothing is computed twice."""
+
+    def __init__(self, spark: Any, out: str) -> None:
+        self.spark = spark
+        self.out = out
+
+    def __call__(self, name: str, df: Any, *order: str) -> List[Dict[str, Any]]:
+        path = os.path.join(self.out, name)
+        df.write.mode("overwrite").parquet(path)
+        rows = [r.asDict() for r in self.spark.read.parquet(path).collect()]
+        return sorted(rows, key=lambda r: tuple((r[k] is None, r[k]) for k in order))
+
+
 def run_report(spark: Any, store: str, out: str) -> ReportResult:
-    """Run the job on an existing session; write tables, plots and the HTML report to ``out``."""
+    """Run the job on an existing session; write tables, plots and the HTML report to ``out``.
+
+    Args:
+        store: a store directory, or a directory ``mqstore export --parquet`` wrote.
+
+    Raises:
+        MqStoreError: ``store`` is neither (nothing is written then).
+    """
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from ..offline import OfflineStore
-    from . import read_journal
+    from .figures import activity_over_journal, backlog_over_journal, figures
 
     start = time.monotonic()
+    entries, source = load_entries(spark, store)
     os.makedirs(out, exist_ok=True)
-    df = read_journal(spark, store, columns=["record_kind", "crc_ok"])
-    by_kind = df.groupBy("record_kind").agg(F.count("*").alias("entries"),
-                                            F.sum(F.when(~F.col("crc_ok"), 1).otherwise(0))
-                                            .alias("damaged"))
-    by_kind.write.mode("overwrite").parquet(os.path.join(out, "records_by_kind"))
-    kinds = {r["record_kind"]: r["entries"] for r in by_kind.collect()}
-    msgs = read_journal(spark, store, kinds=["MESSAGE"],
-                        columns=["address", "queue", "message_id", "timestamp"])
-    per_hour = (msgs.where(F.col("timestamp").isNotNull())
-                .withColumn("hour", F.date_trunc("hour", F.timestamp_millis("timestamp")))
-                .groupBy("address", "hour").count().orderBy("address", "hour"))
-    per_hour.write.mode("overwrite").parquet(os.path.join(out, "messages_per_address_hour"))
-    with OfflineStore(store, liveness=True) as offline:
-        segments = offline.segment_rows()
-        live_queues = {q.name for q in offline.image.queues.values()}
-    seg_df = spark.createDataFrame(segments, "segment long, records long, live_records long, "
-                                             "bytes long, live_bytes long, dead_bytes long")
-    seg_df.write.mode("overwrite").parquet(os.path.join(out, "segment_bytes"))
-    acks = read_journal(spark, store, kinds=["ACK"], columns=["queue", "message_id"])
-    on_queue = (msgs.withColumn("queue", F.explode(F.split("queue", ",")))
-                .where(F.col("queue").isin(sorted(live_queues) or ["\u0000"])))
-    waiting = on_queue.join(acks, ["queue", "message_id"], "left_anti")
-    unacked = (waiting.groupBy("queue").agg(F.count("*").alias("unacked"),
-                                            F.min("timestamp").alias("oldest_ms"),
-                                            F.max("timestamp").alias("newest_ms"))
-               .orderBy("queue"))
-    unacked.write.mode("overwrite").parquet(os.path.join(out, "unacked_per_queue"))
-    from pyspark.sql.window import Window
-    first = Window.partitionBy("queue").orderBy("timestamp", "message_id")
-    stuck = (waiting.withColumn("rank", F.row_number().over(first))
-             .where(F.col("rank") <= STUCK_PER_QUEUE).drop("rank", "address")
-             .orderBy("queue", "timestamp", "message_id"))
-    stuck.write.mode("overwrite").parquet(os.path.join(out, "oldest_unacked_messages"))
-    span = msgs.agg(F.min("timestamp"), F.max("timestamp")).collect()[0]
+    entries = entries.persist(StorageLevel.DISK_ONLY)  # the one read of the journal
+    held = [entries]
+    try:
+        table = _Tables(spark, out)
+        by_kind = table("records_by_kind", entries.groupBy("record_kind").agg(
+            F.count("*").alias("entries"),
+            F.sum(F.when(~F.col("crc_ok"), 1).otherwise(0)).alias("damaged")), "record_kind")
+        kinds = {r["record_kind"]: r["entries"] for r in by_kind}
+        msgs = entries.where(F.col("record_kind") == "MESSAGE")
+        hours = table("messages_per_address_hour", msgs.where(F.col("timestamp").isNotNull())
+                      .withColumn("hour", F.date_trunc("hour", F.timestamp_millis("timestamp")))
+                      .groupBy("address", "hour").count(), "address", "hour")
+        tables, more = figures(entries)
+        held += more
+        got = {name: table(name, df, *df.columns[:3]) for name, df in tables.items()}
+        activity = activity_over_journal(entries)
+        along = table("activity_over_journal", activity, "bucket") if activity else []
+        backlog = backlog_over_journal(entries)
+        queues = table("backlog_over_journal", backlog, "queue", "bucket") if backlog else []
+        span = msgs.agg(F.min("timestamp"), F.max("timestamp")).first()
+    finally:
+        for df in held:
+            df.unpersist()
     now_ms = int(time.time() * 1000)
-    unacked_rows = [_aged(r.asDict(), now_ms) for r in unacked.collect()]
-    stuck_rows = [_aged(r.asDict(), now_ms) for r in stuck.collect()]
-    hours = [r.asDict() for r in per_hour.collect()]
-    _plots(out, kinds, hours, segments, unacked_rows)
+    segments = got["segment_bytes"]
+    total = sum(s["bytes"] for s in segments)
+    live = sum(s["live_bytes"] for s in segments)
+    damaged_bytes = sum(s["damaged_bytes"] for s in segments)
     headline = [("store", os.path.abspath(store)),
-                ("journal", f"{sum(s['bytes'] for s in segments):,} bytes of records in "
+                ("read from", source),
+                ("journal", f"{total + damaged_bytes:,} bytes of records in "
                             f"{len(segments)} segments"),
+                ("live", f"{live:,} bytes; {total - live:,} dead bytes compaction would reclaim"),
                 ("messages sent", f"from {_iso(span[0])} to {_iso(span[1])} (UTC)"),
                 ("entries", f"{sum(kinds.values()):,}"),
-                ("damaged entries", f"{kinds.get('DAMAGED', 0):,}"),
+                ("damaged entries", f"{kinds.get('DAMAGED', 0):,} "
+                                    f"({damaged_bytes:,} bytes)"),
                 ("generated at", _iso(now_ms))]
-    page = _html(out, store, headline, kinds, hours, segments, unacked_rows, stuck_rows)
+    unacked_rows = [_aged(r, now_ms) for r in got["unacked_per_queue"]]
+    stuck_rows = [_aged(r, now_ms) for r in got["oldest_unacked_messages"]]
+    _plots(out, kinds, hours, segments, unacked_rows, along, queues)
+    page = _html(out, store, headline, kinds, hours, got, unacked_rows, stuck_rows, along)
     return ReportResult(out, page, sum(kinds.values()), kinds, kinds.get("DAMAGED", 0),
-                        {r["queue"]: r["unacked"] for r in unacked_rows},
-                        sum(s["dead_bytes"] for s in segments), time.monotonic() - start)
-
-
-STUCK_PER_QUEUE = 5  # the oldest unacked messages listed per queue
+                        {r["queue"]: r["unacked"] for r in got["unacked_per_queue"]},
+                        total - live, time.monotonic() - start, live, source)
 
 
 def _iso(ms: Optional[int]) -> str:
@@ -130,8 +184,15 @@ def _aged(row: Dict[str, Any], now_ms: int) -> Dict[str, Any]:
     return out
 
 
+def _dominated(totals: Dict[Any, int]) -> bool:
+    """Whether one series is over 100 times another: the small ones would lie flat on a linear
+    axis, so the plot takes a log scale."""
+    return bool(totals) and max(totals.values()) > 100 * max(1, min(totals.values()))
+
+
 def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
-           segments: List[Dict[str, Any]], unacked: List[Dict[str, Any]]) -> List[str]:
+           segments: List[Dict[str, Any]], unacked: List[Dict[str, Any]],
+           along: List[Dict[str, Any]], backlog: List[Dict[str, Any]]) -> List[str]:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -146,6 +207,8 @@ def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
     fig, ax = plt.subplots(figsize=(7, 3.5))
     names = sorted(kinds, key=lambda k: -kinds[k])
     ax.bar(names, [kinds[k] for k in names], color="#4472c4")
+    if _dominated(kinds):
+        ax.set_yscale("log")
     ax.set_title("journal entries by kind")
     ax.tick_params(axis="x", rotation=30)
     save(fig, "records_by_kind.png")
@@ -161,48 +224,112 @@ def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
                 buckets[when] = buckets.get(when, 0) + h["count"]
         totals[address] = sum(buckets.values())
         ax.plot(sorted(buckets), [buckets[k] for k in sorted(buckets)], label=address, lw=0.8)
-    if totals and max(totals.values()) > 100 * max(1, min(totals.values())):
-        ax.set_yscale("log")  # one address dominates: the others would lie flat on the axis
+    if _dominated(totals):
+        ax.set_yscale("log")
     ax.set_title(f"messages per address per {'day' if daily else 'hour'} "
                  f"(message timestamp, UTC)")
     ax.legend(loc="upper right", fontsize=8)
     save(fig, "messages_per_hour.png")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     labels = [str(s["segment"]) for s in segments]
-    ax.bar(labels, [s["live_bytes"] / 1e6 for s in segments], label="live", color="#70ad47")
-    ax.bar(labels, [s["dead_bytes"] / 1e6 for s in segments],
-           bottom=[s["live_bytes"] / 1e6 for s in segments], label="dead (reclaimable)",
-           color="#c00000")
+    bottom = [0.0] * len(segments)
+    for key, label, color in (("live_bytes", "live", "#70ad47"),
+                              ("dead_bytes", "dead (reclaimable)", "#c00000"),
+                              ("damaged_bytes", "damaged", "#7f7f7f")):
+        values = [s[key] / 1e6 for s in segments]
+        ax.bar(labels, values, bottom=bottom, label=label, color=color)
+        bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_ylabel("MB")
-    ax.set_title("live and dead record bytes per segment")
+    ax.set_title("live, dead and damaged record bytes per segment")
     ax.legend(fontsize=8)
     ax.tick_params(axis="x", rotation=30)
+    if len(labels) > 30:  # a label per segment would overlap
+        ax.set_xticks(range(0, len(labels), max(1, len(labels) // 15)))
     save(fig, "segment_bytes.png")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     ax.barh([u["queue"] for u in unacked], [u["unacked"] for u in unacked], color="#ed7d31")
     ax.set_title("unacknowledged messages per queue")
     save(fig, "unacked_per_queue.png")
+    fig, (top, bottom_ax) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    x = [a["lsn_from"] for a in along]
+    for key, color in (("sends", "#4472c4"), ("deliveries", "#ed7d31"), ("acks", "#70ad47")):
+        top.plot(x, [a[key] for a in along], label=key, lw=0.9, color=color)
+    top.set_title("sends, deliveries and acks along the journal (per stretch of LSNs)")
+    top.legend(fontsize=8)
+    peaks = {}
+    for q, points in backlog_levels(backlog, along).items():
+        peaks[q] = max(1, max(p for _x, p in points))
+        bottom_ax.step([p[0] for p in points], [p[1] for p in points], where="post", label=q,
+                       lw=0.9)
+    if _dominated(peaks):
+        bottom_ax.set_yscale("symlog")
+    bottom_ax.set_title("backlog per queue along the journal (sent minus acked)")
+    bottom_ax.set_xlabel("LSN")
+    if peaks:
+        bottom_ax.legend(fontsize=7, ncol=2)
+    save(fig, "activity_over_journal.png")
     return files
 
 
+def backlog_levels(backlog: List[Dict[str, Any]], along: List[Dict[str, Any]]
+                   ) -> Dict[str, List[Tuple[int, int]]]:
+    """Each queue's backlog along the journal, from ``backlog_over_journal``'s rows: (first LSN
+    of the stretch, references sent minus acked by its end), back to 0 where the queue was
+    deleted, carried to the journal's last stretch."""
+    edges = {a["bucket"]: a["lsn_from"] for a in along}
+    last = max(edges) if edges else 0
+    steps: Dict[str, List[Dict[str, Any]]] = {}
+    for r in backlog:
+        steps.setdefault(r["queue"], []).append(r)
+    levels: Dict[str, List[Tuple[int, int]]] = {}
+    for q, rows in steps.items():
+        level, points = 0, []
+        for r in sorted(rows, key=lambda r: r["bucket"]):
+            level = 0 if r["deleted"] else level + r["added"] - r["acked"]
+            points.append((edges.get(r["bucket"], r["bucket"]), level))
+        if rows and max(r["bucket"] for r in rows) < last:
+            points.append((edges[last], level))
+        levels[q] = points
+    return levels
+
+
 def _html(out: str, store: str, headline: List[Any], kinds: Dict[str, int],
-          hours: List[Dict[str, Any]], segments: List[Dict[str, Any]],
-          unacked: List[Dict[str, Any]], stuck: List[Dict[str, Any]]) -> str:
+          hours: List[Dict[str, Any]], got: Dict[str, List[Dict[str, Any]]],
+          unacked: List[Dict[str, Any]], stuck: List[Dict[str, Any]],
+          along: List[Dict[str, Any]]) -> str:
     """Write ``report.html`` (``tools.spark.page``); returns its path."""
     from .page import render, section
     kind_rows = [{"kind": k, "entries": v} for k, v in sorted(kinds.items())]
     hour_rows = [{"address": h["address"], "hour": _iso(int(h["hour"].timestamp() * 1000)),
                   "messages": h["count"]} for h in hours]
+    along_rows = [{"lsn_from": a["lsn_from"], "lsn_to": a["lsn_to"],
+                   "newest send": _iso(a["sent_ms"]), "sends": a["sends"],
+                   "deliveries": a["deliveries"], "acks": a["acks"]} for a in along]
     sections = [
         section("entries by kind", kind_rows, "records_by_kind.png", "records_by_kind"),
+        section("record bytes by kind", got["bytes_by_kind"], "", "bytes_by_kind",
+                "a transaction's record counts as TX, whatever it holds"),
+        section("record bytes by address", got["bytes_by_address"], "", "bytes_by_address",
+                "records holding messages sent to the address"),
         section("messages per address over time", hour_rows, "messages_per_hour.png",
                 "messages_per_address_hour", limit=24),
-        section("live and dead bytes per segment", segments, "segment_bytes.png",
-                "segment_bytes", "dead bytes are what compaction would reclaim"),
+        section("live and dead bytes per segment", got["segment_bytes"], "segment_bytes.png",
+                "segment_bytes", "dead bytes are what compaction would reclaim; live means "
+                "still needed by the rules of the acks the journal holds"),
         section("unacknowledged messages per queue", unacked, "unacked_per_queue.png",
-                "unacked_per_queue", "age: of the oldest, at the time the report was made"),
+                "unacked_per_queue", "age: of the oldest, at the time the report was made; "
+                "pinned_from: the oldest segment one of them keeps (compaction cannot reclaim "
+                "it); live_bytes: their records' bytes (a message on two queues counts twice)"),
         section(f"the oldest unacknowledged messages of each queue (up to {STUCK_PER_QUEUE})",
-                stuck, "", "oldest_unacked_messages")]
+                stuck, "", "oldest_unacked_messages"),
+        section("queue activity", got["queue_activity"], "", "queue_activity",
+                "redelivered: messages delivered more than once; dead_lettered: acked with "
+                "reason killed, past their max delivery attempts"),
+        section("acks by reason", got["acks_by_reason"], "", "acks_by_reason"),
+        section("sends, deliveries and acks along the journal", along_rows,
+                "activity_over_journal.png", "activity_over_journal",
+                "records carry no time: each stretch of LSNs is timed by the newest send in it; "
+                "the backlog is the running sum of sends minus acks per queue", limit=20)]
     page = os.path.join(out, "report.html")
     with open(page, "w", encoding="utf-8") as f:
         f.write(render(headline, os.path.abspath(store), sections))
@@ -210,12 +337,17 @@ def _html(out: str, store: str, headline: List[Any], kinds: Dict[str, int],
 
 
 def report(store: str, out: str, master: str = "local[*]") -> ReportResult:
-    """Start a session, run the report, stop the session."""
-    spark = spark_session(master, "mqstore-report")
+    """Run the report on a session of ``master``: a new one, stopped at the end, or the one
+    already active in this process (a notebook's, a test's), left running (``master`` does
+    not apply to it then)."""
+    from pyspark.sql import SparkSession
+    existing = SparkSession.getActiveSession()
+    spark = existing or spark_session(master, "mqstore-report")
     try:
         return run_report(spark, store, out)
     finally:
-        spark.stop()
+        if existing is None:
+            spark.stop()
 
 
-__all__ = ["report", "run_report", "spark_session", "ReportResult", "Optional"]
+__all__ = ["report", "run_report", "spark_session", "ReportResult", "load_entries"]

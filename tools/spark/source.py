@@ -11,7 +11,9 @@ Options (all optional): ``body`` ("true" fills the body column), ``kinds`` (comm
 entry kinds), ``lsn_min``/``lsn_max``, ``segments`` (comma-separated sequence numbers),
 ``split_bytes`` (largest byte range per partition, default 16 MiB: a few partitions per core
 keep the cores busy to the end), ``group_bytes`` (small segments are grouped up to this,
-default 16 MiB), ``pushdown`` ("true"/"false").
+default 16 MiB), ``pushdown`` ("true"/"false"), ``queue_names`` (a JSON map of queue id to
+name; without it the driver reads the QUEUE_ADD records of the segments up to the last one
+planned: ``read_journal`` has the executors read them and passes the map).
 
 Filter pushdown: with ``spark.sql.python.filterPushdown.enabled`` on when ``register`` is
 called (or option ``pushdown=true``), filters on ``record_kind``, ``lsn`` and ``segment`` prune
@@ -23,6 +25,7 @@ right whatever the queries that follow.
 
 from __future__ import annotations
 
+import json
 import pickle
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
@@ -139,6 +142,33 @@ def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[
     return names
 
 
+def queue_names_on_executors(spark: Any, root: str, segments: Sequence[Tuple[int, str, int]]
+                             ) -> Dict[int, str]:
+    """Queue id -> name from the QUEUE_ADD records of ``segments``, read by the executors (a
+    header walk per segment, near the data) so the driver reads no segment body: only the
+    small map comes back. The same map as ``queue_names_at``."""
+    items = [(seq, path) for seq, path, _size in segments]
+    if not items:
+        return {}
+    sc = spark.sparkContext
+    tasks = max(1, min(len(items), 2 * sc.defaultParallelism))
+    found = sc.parallelize(items, tasks).mapPartitions(
+        lambda part: _names_of_segments(root, part)).collect()
+    names: Dict[int, str] = {}
+    for _seq, part in sorted(found, key=lambda f: f[0]):  # in journal order, as a replay
+        names.update(part)
+    return names
+
+
+def _names_of_segments(root: str, items: Iterator[Tuple[int, str]]
+                       ) -> Iterator[Tuple[int, Dict[int, str]]]:
+    """(sequence, names) of each segment, on an executor."""
+    fs, _ = _fs_and_path(root)
+    for seq, path in items:
+        with fs.open_input_file(path) as f:
+            yield seq, queue_names_in(f.read(), MAX_FRAME)
+
+
 def read_split(split: Split, cols: EntryColumns, root: str) -> Iterator[Dict[str, List[Any]]]:
     """Scan one byte range into ``cols`` (frames starting in it); yield column batches."""
     from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
@@ -171,7 +201,8 @@ def to_batch(columns: Dict[str, List[Any]], wanted: Sequence[str]) -> Any:
              "durable": pa.bool_(), "timestamp": pa.int64(), "expiration": pa.int64(),
              "scheduled_time": pa.int64(), "delivery_count": pa.int32(),
              "properties": pa.map_(pa.string(), pa.string()), "body_size": pa.int32(),
-             "body": pa.binary(), "crc_ok": pa.bool_(), "error": pa.string()}
+             "body": pa.binary(), "crc_ok": pa.bool_(), "error": pa.string(),
+             "record_bytes": pa.int32()}
     return pa.RecordBatch.from_arrays([pa.array(columns[n], type=types[n]) for n in wanted],
                                       names=list(wanted))
 
@@ -182,7 +213,10 @@ def _options(options: Dict[str, str]) -> Dict[str, Any]:
         return int(value) if value not in (None, "") else None
     kinds = [k.strip().upper() for k in options.get("kinds", "").split(",") if k.strip()]
     segs = {int(s) for s in options.get("segments", "").split(",") if s.strip()}
-    return {"body": options.get("body", "false").lower() == "true", "kinds": kinds or None,
+    names = options.get("queue_names")
+    return {"names": ({int(k): v for k, v in json.loads(names).items()}
+                      if names is not None else None),
+            "body": options.get("body", "false").lower() == "true", "kinds": kinds or None,
             "lsn_min": num("lsn_min"), "lsn_max": num("lsn_max"), "segments": segs or None,
             "split": num("split_bytes") or DEFAULT_SPLIT,
             "group": num("group_bytes") or DEFAULT_SPLIT}
@@ -204,9 +238,12 @@ def _reader_classes() -> Tuple[type, type]:
         def partitions(self) -> List[Any]:
             everything = list_segments(self.path)
             segments = prune_segments(self.path, everything, self.opts)
-            # a queue's QUEUE_ADD precedes every record naming it: no later segment names one
-            last = segments[-1][0] if segments else -1
-            names = queue_names_at(self.path, [s for s in everything if s[0] <= last])
+            names = self.opts["names"]
+            if names is None:  # read here, on the driver (``read_journal`` has them read
+                # by the executors): a queue's QUEUE_ADD precedes every record naming it, so
+                # no segment after the last planned one names one
+                last = segments[-1][0] if segments else -1
+                names = queue_names_at(self.path, [s for s in everything if s[0] <= last])
             return [InputPartition(JournalPartition(p, names))
                     for p in plan_partitions(segments, self.opts["split"], self.opts["group"])]
 
@@ -307,7 +344,9 @@ def read_journal(spark: Any, path: str, columns: Optional[Sequence[str]] = None,
                  lsn_max: Optional[int] = None, segments: Optional[Sequence[int]] = None,
                  body: bool = False) -> Any:
     """A DataFrame of the journal entries of the store at ``path`` (a fresh load: pruning by
-    the arguments, never by pushed filters, so every later query on it is right).
+    the arguments, never by pushed filters, so every later query on it is right). The queue
+    names come from a first small job in which the executors walk the segments up to the last
+    one the read plans (``queue_names_on_executors``): the driver reads only segment headers.
 
     Args:
         columns: the columns to read (others are not built); all when ``None``.
@@ -320,19 +359,24 @@ def read_journal(spark: Any, path: str, columns: Optional[Sequence[str]] = None,
     Raises:
         MqStoreError: ``path`` holds no store (checked on the driver before any job).
     """
-    list_segments(path)  # a path that holds no store: one line here, not a Spark traceback
+    everything = list_segments(path)  # no store: one line here, not a Spark traceback
     register(spark)
-    reader = spark.read.format("mqjournal").option("pushdown", "false")
+    options: Dict[str, str] = {"pushdown": "false"}
     if body:
-        reader = reader.option("body", "true")
+        options["body"] = "true"
     if kinds:
-        reader = reader.option("kinds", ",".join(k.upper() for k in kinds))
+        options["kinds"] = ",".join(k.upper() for k in kinds)
     if lsn_min is not None:
-        reader = reader.option("lsn_min", str(lsn_min))
+        options["lsn_min"] = str(lsn_min)
     if lsn_max is not None:
-        reader = reader.option("lsn_max", str(lsn_max))
+        options["lsn_max"] = str(lsn_max)
     if segments:
-        reader = reader.option("segments", ",".join(str(s) for s in segments))
+        options["segments"] = ",".join(str(s) for s in segments)
+    planned = prune_segments(path, everything, _options(options))
+    last = planned[-1][0] if planned else -1
+    names = queue_names_on_executors(spark, path, [s for s in everything if s[0] <= last])
+    options["queue_names"] = json.dumps(names)
+    reader = spark.read.format("mqjournal").options(**options)
     if columns:
         from pyspark.sql.types import StructType
         full = StructType.fromDDL(SCHEMA)
