@@ -142,3 +142,16 @@ def test_backlog_along_the_journal_ends_at_each_queues_unacked(
     for title in ("record bytes by kind", "acks by reason", "queue activity",
                   "sends, deliveries and acks along the journal"):
         assert title in page
+
+
+def test_an_export_with_files_from_before_record_bytes_is_refused(rich: str,
+                                                                  tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+    from mqstore import MqStoreError
+    from mqstore.tools.spark.report import load_entries
+    out = tmp_path / "parquet"
+    assert CliRunner().invoke(main, ["export", "--parquet", rich, str(out)]).exit_code == 0
+    first = sorted(out.glob("*.parquet"))[0]
+    pq.write_table(pq.read_table(first).drop(["record_bytes"]), first)  # as an older version
+    with pytest.raises(MqStoreError, match="1 file.* without the record_bytes column"):
+        load_entries(None, str(out))  # refused before any Spark job

@@ -78,10 +78,15 @@ def load_entries(spark: Any, source: str) -> Tuple[Any, str]:
     from .source import read_journal
     if not is_parquet_export(source):
         return read_journal(spark, source, columns=COLUMNS), "journal"
-    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(source)
-    if "record_bytes" not in df.columns:
-        raise MqStoreError(f"the Parquet export at {source} has no record_bytes column",
+    import pyarrow.parquet as pq
+    from ..parquet_export import exported, file_name
+    older = sorted(name for name in (file_name(seq, gen) for seq, gen in exported(source))
+                   if "record_bytes" not in pq.read_schema(os.path.join(source, name)).names)
+    if older:  # (footers only) a rerun of an older export added files with the new column
+        raise MqStoreError(f"the Parquet export at {source} has {len(older)} file(s) without "
+                           f"the record_bytes column, the first {older[0]}",
                            hint="export again into a new directory with this version")
+    df = spark.read.option("pathGlobFilter", "*.parquet").parquet(source)
     return df.select(*COLUMNS), "Parquet export of the sealed segments"
 
 
