@@ -282,7 +282,7 @@ def bench_report(sizes: str, master: str, directory: Optional[str]) -> None:
     t = Table(title=f"mqstore spark-report on {master} (one run, same disk)")
     for col in ("records", "journal MB", "report s", "report / plain scan", "driver Python MB",
                 "JVM MB", "Python workers MB"):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", no_wrap=col == "records")
     for f in rows:
         t.add_row(f"{f.records:,}", f"{f.journal_bytes / 1e6:,.0f}", f"{f.report_s:.1f}",
                   f"{f.report_s / f.plain_s:.1f}", f"{f.driver_peak / 2**20:,.0f}",

@@ -2,8 +2,11 @@
 ``mqjournal`` source, or a Parquet export of it): the rules and tables of ``tools.figures``,
 computed by joins and aggregations on the executors, so the driver holds only the results.
 
-Every function takes ``entries`` with at least the columns of ``COLUMNS`` and returns a
-DataFrame with the columns ``tools.figures.TABLES`` gives for that table.
+Every function takes ``entries`` with at least the columns of ``COLUMNS``. ``figures`` returns
+the tables of ``tools.figures.TABLES`` with exactly their columns; ``activity_over_journal``
+and ``backlog_over_journal`` the report's views along the journal. Shuffles and joins run on the
+executors; the walk of pinning chains (``tools.figures.pinned``) runs per segment in an RDD
+partition, holding one segment's links at a time.
 """
 
 from __future__ import annotations
