@@ -114,7 +114,8 @@ def run(sizes: List[int], master: str, directory: Optional[str],
             child = subprocess.Popen(
                 [sys.executable, "-m", "mqstore.tools.cli", "spark-report", tmp,
                  "--out", os.path.join(tmp, "report"), "--master", master],
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=dict(os.environ, MQSTORE_CATALOGUE=os.path.join(tmp, "catalogue")))
             sampler = _Sampler(child.pid)
             sampler.start()
             log, _ = child.communicate()

@@ -76,6 +76,8 @@ def run(records: int, master: str, directory: Optional[str],
     from .spark import read_journal
 
     tmp = tempfile.mkdtemp(prefix="mqstore-spark-bench-", dir=directory)
+    before = os.environ.get("MQSTORE_CATALOGUE")
+    os.environ["MQSTORE_CATALOGUE"] = os.path.join(tmp, "catalogue")  # not the user's cache
     try:
         written = build_journal(tmp, records, lambda n: None)
         size = sum(os.path.getsize(os.path.join(tmp, "journal", f))
@@ -121,4 +123,8 @@ def run(records: int, master: str, directory: Optional[str],
         return SparkFigures(written, rows, size, plain_s, spark_s, kinds_s, range_s, range_rows,
                             export_s, parquet_bytes, parquet_s)
     finally:
+        if before is None:
+            os.environ.pop("MQSTORE_CATALOGUE", None)
+        else:
+            os.environ["MQSTORE_CATALOGUE"] = before
         shutil.rmtree(tmp, ignore_errors=True)

@@ -259,8 +259,8 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
                   f"{f.bytes / 1e6:,.0f} MB; the same groupBy on it "
                   f"{f.parquet_s:.1f} s against {f.spark_s:.1f} s on the journal")
     console.print(f"LSN range of 1% / full scan, wall time: {f.spark_range_s / f.spark_s:.3f} "
-                  f"(segments outside the range are not planned; the executors still walk "
-                  f"the segments up to the range's end for queue names)")
+                  f"(segments outside the range are not planned; the queue names of sealed "
+                  f"segments come from the catalogue, after the full scan put them there)")
     console.print(f"Spark (every column) / plain: {f.spark_rate / f.plain_rate:.2f}; target 400k "
                   f"rows/s on local[2], full rows: "
                   f"{'ok' if f.spark_rate >= 400_000 else 'BELOW'}")

@@ -8,6 +8,15 @@ import sys
 import pytest
 
 
+@pytest.fixture(scope="session", autouse=True)
+def catalogue(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The Spark source's queue-name catalogue in the run's temporary directory, not the
+    user's cache."""
+    path = str(tmp_path_factory.mktemp("catalogue"))
+    os.environ["MQSTORE_CATALOGUE"] = path
+    return path
+
+
 @pytest.fixture(scope="session")
 def spark():
     pytest.importorskip("pyspark")

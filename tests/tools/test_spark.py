@@ -200,3 +200,35 @@ def test_queue_names_are_read_by_the_executors_not_the_driver(spark, store: str,
     assert parts and all(p.value.names == names for p in parts)
     queues = {r["queue"] for r in read_journal(spark, store, kinds=["ACK"]).collect()}
     assert queues and queues <= set(names.values())
+
+
+def test_a_second_query_takes_sealed_segments_names_from_the_catalogue(
+        spark, tmp_path: Path, monkeypatch) -> None:
+    """The catalogue caches each sealed segment's names by (sequence, generation, size,
+    mtime): a second query has the executors walk only the newest segment; a sealed segment
+    changed since (here damaged) is walked again."""
+    from mqstore.tools.spark import read_journal, source
+    d = str(tmp_path / "store")
+    build(d, rounds=2)
+    monkeypatch.setenv("MQSTORE_CATALOGUE", str(tmp_path / "catalogue"))
+    walked: list = []
+    real = source.names_by_segment
+
+    def recording(spark_, root, segments):  # type: ignore[no-untyped-def]
+        walked.append(sorted(s[0] for s in segments))
+        return real(spark_, root, segments)
+
+    monkeypatch.setattr(source, "names_by_segment", recording)
+    everything = [s[0] for s in source.list_segments(d)]
+    assert len(everything) >= 3
+    cols = ["segment", "offset", "record_kind", "queue"]
+    first = sorted(map(repr, read_journal(spark, d, columns=cols).collect()))
+    again = sorted(map(repr, read_journal(spark, d, columns=cols).collect()))
+    assert first == again and "queue='orders'" in " ".join(first)
+    assert walked == [everything, [everything[-1]]]
+    seg = sorted(Path(d, "journal").glob("*.seg"))[0]
+    raw = bytearray(seg.read_bytes())
+    raw[-1] ^= 0  # same bytes, new modification time: read again, names unchanged
+    seg.write_bytes(bytes(raw))
+    read_journal(spark, d, kinds=["QUEUE_ADD"]).collect()
+    assert walked[-1] == [everything[0], everything[-1]]

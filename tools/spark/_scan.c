@@ -28,7 +28,7 @@
 #define K_ACK 6
 #define K_DELIVERY 7
 #define K_TX 8
-#define NCOLS 18
+#define NCOLS 19  /* the schema's columns, record_bytes last */
 
 #include "crc32c.h"  /* journal/crc32c.h: the frames' CRC-32C, shared with journal._frames */
 
@@ -186,6 +186,7 @@ static int key_is(const Val *k, const char *name) {
 typedef struct {
     PyObject **cols, *seg, *names, *joined, *kind_names;
     int with_body, want_msg, want_ack, want_dlv;
+    PyObject *flen;  /* the current frame's length: every row of it carries it (record_bytes) */
 } Ctx;
 
 /* An int or None (missing/nil); NULL with *bail set for other types. */
@@ -264,8 +265,8 @@ static int push_row(Ctx *c, PyObject *off, PyObject *lsn, int kind, PyObject *tx
      * length: the caller cuts them back to where the frame started */
     PyObject *items[NCOLS] = {c->seg, off, lsn, PyTuple_GET_ITEM(c->kind_names, kind), tx, mid,
                               addr, queue, durable, ts, exp, Py_None, dc, props, size, body,
-                              Py_True, Py_None};
-    static const int borrowed[NCOLS] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1};
+                              Py_True, Py_None, c->flen};
+    static const int borrowed[NCOLS] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 1, 1};
     int rc = 0;
     for (int k = 0; k < NCOLS; k++) {
         if (items[k] == NULL) rc = -1;
@@ -515,7 +516,7 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad scan columns or context");
         return NULL;
     }
-    Ctx c = {cols, seg, names, joined, kind_names, with_body, want_msg, want_ack, want_dlv};
+    Ctx c = {cols, seg, names, joined, kind_names, with_body, want_msg, want_ack, want_dlv, NULL};
     const uint8_t *buf = view.buf;
     Py_ssize_t n = view.len;
     int status = 0;
@@ -550,15 +551,18 @@ static PyObject *scan(PyObject *self, PyObject *args) {
         if (wanted < 0) { status = 1; break; }
         Py_ssize_t before = PyList_GET_SIZE(cols[0]);
         PyObject *o_off = PyLong_FromSsize_t(base + pos), *o_lsn = PyLong_FromUnsignedLongLong(lsn);
+        PyObject *o_flen = PyLong_FromUnsignedLong(flen);
+        c.flen = o_flen;
         int rc = -1;
-        if (o_off != NULL && o_lsn != NULL) {
+        if (o_off != NULL && o_lsn != NULL && o_flen != NULL) {
             Rd r = {h + FRAME_HEAD, h + flen - 4};
             if (kind == K_MESSAGE) rc = message(&c, &r, o_off, o_lsn, Py_None);
             else if (kind == K_TX) rc = transaction(&c, &r, o_off, o_lsn);
             else rc = ack_or_delivery(&c, &r, o_off, o_lsn, Py_None, kind);
             if (rc == 0 && r.p != r.end) rc = 1;  /* trailing bytes: Python reports them */
         }
-        Py_XDECREF(o_off); Py_XDECREF(o_lsn);
+        Py_XDECREF(o_off); Py_XDECREF(o_lsn); Py_XDECREF(o_flen);
+        c.flen = NULL;
         if (rc != 0) {
             if (cut(cols, before) < 0 || rc < 0) {
                 PyBuffer_Release(&view);

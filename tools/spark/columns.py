@@ -40,7 +40,7 @@ SCHEMA = ("segment long, offset long, lsn long, record_kind string, transaction_
 NAMES = [c.split()[0] for c in SCHEMA.split(", ")]
 HEADER_COLUMNS = frozenset({"segment", "offset", "lsn", "record_kind", "crc_ok", "error",
                             "record_bytes"})
-ROW_COLUMNS = len(NAMES) - 1  # the columns a row tuple (and the compiled scan) fills
+ROW_COLUMNS = len(NAMES) - 1  # the columns a row tuple fills (the compiled scan fills all)
 KIND_NAMES = {int(k): k.name for k in RecordKind}
 MESSAGE, ACK, TX = int(RecordKind.MESSAGE), int(RecordKind.ACK), int(RecordKind.TX)
 KIND_TUPLE = tuple(KIND_NAMES.get(k, "UNKNOWN") for k in range(256))
@@ -295,8 +295,9 @@ class EntryColumns:
             if fast is not None:
                 if self.rows:
                     self._flush_rows()
-                pos, status, last = fast(self.cols[:ROW_COLUMNS], buf, pos, stop, generation,
-                                         max_frame, seg, base, last, ctx)
+                    self._size_records(buf, base)  # the compiled scan fills every column
+                pos, status, last = fast(self.cols, buf, pos, stop, generation, max_frame, seg,
+                                         base, last, ctx)
                 if status == 0 or status == 3:
                     return
                 if status == 2:

@@ -142,22 +142,30 @@ def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[
     return names
 
 
-def queue_names_on_executors(spark: Any, root: str, segments: Sequence[Tuple[int, str, int]]
-                             ) -> Dict[int, str]:
-    """Queue id -> name from the QUEUE_ADD records of ``segments``, read by the executors (a
-    header walk per segment, near the data) so the driver reads no segment body: only the
-    small map comes back. The same map as ``queue_names_at``."""
-    items = [(seq, path) for seq, path, _size in segments]
-    if not items:
+def queue_names_on_executors(spark: Any, root: str, segments: Sequence[Tuple[int, str, int]],
+                             newest: Optional[int] = None) -> Dict[int, str]:
+    """Queue id -> name from the QUEUE_ADD records of ``segments``: sealed segments from the
+    catalogue (``tools.spark.catalogue``: their headers only), the rest read by the executors
+    (a header walk per segment, near the data), so the driver reads no segment body. The same
+    map as ``queue_names_at``. ``newest``: the store's newest segment (listed when not given).
+    """
+    from .catalogue import queue_names
+    if not segments:
         return {}
+    fs, _ = _fs_and_path(root)
+    newest = list_segments(root)[-1][0] if newest is None else newest
+    return queue_names(fs, segments, newest, lambda todo: names_by_segment(spark, root, todo))
+
+
+def names_by_segment(spark: Any, root: str, segments: Sequence[Tuple[int, str, int]]
+                     ) -> Dict[int, Dict[int, str]]:
+    """Each segment's queue id -> name map, by sequence, read by the executors (one small job;
+    only the maps come back)."""
+    items = [(seq, path) for seq, path, _size in segments]
     sc = spark.sparkContext
     tasks = max(1, min(len(items), 2 * sc.defaultParallelism))
-    found = sc.parallelize(items, tasks).mapPartitions(
-        lambda part: _names_of_segments(root, part)).collect()
-    names: Dict[int, str] = {}
-    for _seq, part in sorted(found, key=lambda f: f[0]):  # in journal order, as a replay
-        names.update(part)
-    return names
+    return dict(sc.parallelize(items, tasks).mapPartitions(
+        lambda part: _names_of_segments(root, part)).collect())
 
 
 def _names_of_segments(root: str, items: Iterator[Tuple[int, str]]
@@ -345,8 +353,9 @@ def read_journal(spark: Any, path: str, columns: Optional[Sequence[str]] = None,
                  body: bool = False) -> Any:
     """A DataFrame of the journal entries of the store at ``path`` (a fresh load: pruning by
     the arguments, never by pushed filters, so every later query on it is right). The queue
-    names come from a first small job in which the executors walk the segments up to the last
-    one the read plans (``queue_names_on_executors``): the driver reads only segment headers.
+    names of the segments up to the last one the read plans come from the catalogue for
+    sealed segments seen before, else from a first small job in which the executors walk them
+    (``queue_names_on_executors``): the driver reads only segment headers.
 
     Args:
         columns: the columns to read (others are not built); all when ``None``.
@@ -374,7 +383,8 @@ def read_journal(spark: Any, path: str, columns: Optional[Sequence[str]] = None,
         options["segments"] = ",".join(str(s) for s in segments)
     planned = prune_segments(path, everything, _options(options))
     last = planned[-1][0] if planned else -1
-    names = queue_names_on_executors(spark, path, [s for s in everything if s[0] <= last])
+    names = queue_names_on_executors(spark, path, [s for s in everything if s[0] <= last],
+                                     everything[-1][0] if everything else None)
     options["queue_names"] = json.dumps(names)
     reader = spark.read.format("mqjournal").options(**options)
     if columns:
