@@ -194,19 +194,30 @@ def figures(entries: Any) -> Tuple[Dict[str, Any], List[Any]]:
     return {name: df.select(*TABLES[name]) for name, df in out.items()}, [refs, records]
 
 
-def activity_over_journal(entries: Any, buckets: int = 200) -> Any:
-    """Sends, deliveries and acks per stretch of the journal: the LSN range cut into
-    ``buckets`` equal parts, each timed by the newest send time (ms since the epoch) of the
-    messages in it (records carry no time of their own; ``None`` when it holds no message).
-    Columns: bucket, lsn_from, lsn_to, sent_ms, sends, deliveries, acks."""
+def _stretches(entries: Any, buckets: int) -> Optional[Tuple[Any, Any]]:
+    """The valid entries with an LSN, and the column cutting their LSN range into ``buckets``
+    equal stretches (``None`` when there is none): one small job for the range."""
     from pyspark.sql import functions as F
     ok = entries.where(F.col("crc_ok") & F.col("lsn").isNotNull())
     lo, hi = ok.agg(F.min("lsn"), F.max("lsn")).first()
     if lo is None:
         return None
     width = max(1, -(-(hi - lo + 1) // buckets))
+    return ok, ((F.col("lsn") - lo) / width).cast("long")
+
+
+def activity_over_journal(entries: Any, buckets: int = 200) -> Any:
+    """Sends, deliveries and acks per stretch of the journal: the LSN range cut into
+    ``buckets`` equal parts, each timed by the newest send time (ms since the epoch) of the
+    messages in it (records carry no time of their own; ``None`` when it holds no message).
+    Columns: bucket, lsn_from, lsn_to, sent_ms, sends, deliveries, acks."""
+    from pyspark.sql import functions as F
+    cut = _stretches(entries, buckets)
+    if cut is None:
+        return None
+    ok, bucket = cut
     kind = F.col("record_kind")
-    return (ok.withColumn("bucket", ((F.col("lsn") - lo) / width).cast("long"))
+    return (ok.withColumn("bucket", bucket)
             .groupBy("bucket")
             .agg(F.min("lsn").alias("lsn_from"), F.max("lsn").alias("lsn_to"),
                  F.max(F.when(kind == "MESSAGE", F.col("timestamp"))).alias("sent_ms"),
@@ -222,12 +233,11 @@ def backlog_over_journal(entries: Any, buckets: int = 200) -> Any:
     it); the driver's running sum of added minus acked, back to 0 at a deletion, is each
     queue's backlog along the journal. Columns: bucket, queue, added, acked, deleted."""
     from pyspark.sql import functions as F
-    ok = entries.where(F.col("crc_ok") & F.col("lsn").isNotNull())
-    lo, hi = ok.agg(F.min("lsn"), F.max("lsn")).first()
-    if lo is None:
+    cut = _stretches(entries, buckets)
+    if cut is None:
         return None
-    width = max(1, -(-(hi - lo + 1) // buckets))
-    bucket = ((F.col("lsn") - lo) / width).cast("long").alias("bucket")
+    ok, bucket = cut
+    bucket = bucket.alias("bucket")
     added = (ok.where(F.col("record_kind") == "MESSAGE")
              .select(bucket, F.explode(F.split(F.coalesce("queue", F.lit("")), ","))
                      .alias("queue"))
