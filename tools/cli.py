@@ -279,15 +279,24 @@ def bench_report(sizes: str, master: str, directory: Optional[str]) -> None:
     wanted = [int(s) for s in sizes.split(",") if s.strip()]
     with console.status("building the journals...") as status:
         rows = run(wanted, master, directory, lambda m: status.update(m))
-    t = Table(title=f"mqstore spark-report on {master} (one run, same disk)")
-    for col in ("records", "journal MB", "report s", "report / plain scan", "driver Python MB",
-                "JVM MB", "Python workers MB"):
-        t.add_column(col, justify="right", no_wrap=col == "records")
+    t = Table(title=f"mqstore spark-report on {master} (one run, same disk)",
+              caption="ratio: report / a plain one-process scan of the journal; on export: the "
+                      "report on the export's sealed segments (all but the newest)")
+    for col in ("records", "journal MB", "report s", "ratio", "export --parquet s",
+                "on export s"):
+        t.add_column(col, justify="right")
     for f in rows:
         t.add_row(f"{f.records:,}", f"{f.journal_bytes / 1e6:,.0f}", f"{f.report_s:.1f}",
-                  f"{f.report_s / f.plain_s:.1f}", f"{f.driver_peak / 2**20:,.0f}",
-                  f"{f.jvm_peak / 2**20:,.0f}", f"{f.workers_peak / 2**20:,.0f}")
+                  f"{f.report_s / f.plain_s:.1f}", f"{f.export_s:.1f}",
+                  f"{f.parquet_report_s:.1f}" if f.parquet_report_s else "-")
     console.print(t)
+    m = Table(title="peak resident memory of the report (MB)")
+    for col in ("records", "driver Python", "JVM (driver, executors)", "Python workers"):
+        m.add_column(col, justify="right")
+    for f in rows:
+        m.add_row(f"{f.records:,}", f"{f.driver_peak / 2**20:,.0f}", f"{f.jvm_peak / 2**20:,.0f}",
+                  f"{f.workers_peak / 2**20:,.0f}")
+    console.print(m)
     if len(rows) > 1:
         console.print(f"driver Python peak, largest / smallest journal: "
                       f"{rows[-1].driver_peak / rows[0].driver_peak:.2f} (journal "
