@@ -3,8 +3,8 @@
 computed by joins and aggregations on the executors, so the driver holds only the results.
 
 Every function takes ``entries`` with at least the columns of ``COLUMNS``. ``figures`` returns
-the tables of ``tools.figures.TABLES`` with exactly their columns; ``activity_over_journal``
-and ``backlog_over_journal`` the report's views along the journal. Shuffles and joins run on the
+the tables of ``tools.figures.TABLES`` with exactly their columns; ``over_journal`` the
+report's views along the journal. Shuffles and joins run on the
 executors; the walk of pinning chains (``tools.figures.pinned``) runs per segment in an RDD
 partition, holding one segment's links at a time.
 """
@@ -19,6 +19,13 @@ COLUMNS = ["segment", "offset", "lsn", "record_kind", "transaction_id", "message
            "queue", "timestamp", "delivery_count", "properties", "crc_ok", "record_bytes"]
 
 
+def _deleted(ok: Any) -> Any:
+    """Each deleted queue's newest QUEUE_DEL LSN: q, deleted_lsn (a few rows)."""
+    from pyspark.sql import functions as F
+    return (ok.where((F.col("record_kind") == "QUEUE_DEL") & F.col("queue").isNotNull())
+            .groupBy(F.col("queue").alias("q")).agg(F.max("lsn").alias("deleted_lsn")))
+
+
 def _refs(entries: Any) -> Any:
     """Every message reference with its fate: segment, offset, lsn, message_id, q, timestamp,
     record_bytes, live."""
@@ -31,9 +38,8 @@ def _refs(entries: Any) -> Any:
     acked = (ok.where(F.col("record_kind") == "ACK")
              .select(F.col("queue").alias("q"), "message_id").distinct()
              .withColumn("acked", F.lit(True)))
-    deleted = (ok.where(F.col("record_kind") == "QUEUE_DEL").where(F.col("queue").isNotNull())
-               .groupBy(F.col("queue").alias("q")).agg(F.max("lsn").alias("deleted_lsn")))
-    return (refs.join(acked, ["q", "message_id"], "left").join(F.broadcast(deleted), "q", "left")
+    return (refs.join(acked, ["q", "message_id"], "left")
+            .join(F.broadcast(_deleted(ok)), "q", "left")
             .withColumn("live", F.col("acked").isNull() & (
                 F.col("deleted_lsn").isNull() | (F.col("deleted_lsn") < F.col("lsn"))))
             .drop("acked", "deleted_lsn"))
@@ -86,12 +92,10 @@ def figures(entries: Any) -> Tuple[Dict[str, Any], List[Any]]:
     settings = (ok.where(kind == "SETTINGS").groupBy("address")
                 .agg(F.max("lsn").alias("newest_settings"),
                      F.collect_set("segment").alias("settings_segments")))
-    deleted = (ok.where(kind == "QUEUE_DEL").where(F.col("queue").isNotNull())
-               .groupBy(F.col("queue").alias("q")).agg(F.max("lsn").alias("deleted_lsn")))
     config = (ok.where(kind.isin("QUEUE_ADD", "SETTINGS", *CONFIG_KINDS))
               .withColumn("q", F.col("queue"))
               .join(F.broadcast(settings), "address", "left")
-              .join(F.broadcast(deleted), "q", "left"))
+              .join(F.broadcast(_deleted(ok)), "q", "left"))
     config_live = (F.when(kind == "QUEUE_ADD", F.col("deleted_lsn").isNull()
                           | (F.col("deleted_lsn") < F.col("lsn")))
                    .when(kind == "SETTINGS", (F.col("newest_settings") == F.col("lsn")) & (
@@ -194,60 +198,46 @@ def figures(entries: Any) -> Tuple[Dict[str, Any], List[Any]]:
     return {name: df.select(*TABLES[name]) for name, df in out.items()}, [refs, records]
 
 
-def _stretches(entries: Any, buckets: int) -> Optional[Tuple[Any, Any]]:
-    """The valid entries with an LSN, and the column cutting their LSN range into ``buckets``
-    equal stretches (``None`` when there is none): one small job for the range."""
+def over_journal(entries: Any, buckets: int = 200) -> Optional[Tuple[Any, Any]]:
+    """The report's two views along the journal, its LSN range cut into ``buckets`` equal
+    stretches (one small job finds the range; ``None`` when no entry has an LSN):
+
+    - activity: sends, deliveries and acks per stretch, each timed by the newest send time (ms
+      since the epoch) of the messages in it (records carry no time of their own; ``None``
+      when it holds no message). Columns: bucket, lsn_from, lsn_to, sent_ms, sends,
+      deliveries, acks.
+    - backlog: references added and acked per queue per stretch, and whether the queue was
+      deleted in it (its references go with it); the driver's running sum of added minus
+      acked, back to 0 at a deletion, is each queue's backlog along the journal. Columns:
+      bucket, queue, added, acked, deleted.
+    """
     from pyspark.sql import functions as F
     ok = entries.where(F.col("crc_ok") & F.col("lsn").isNotNull())
     lo, hi = ok.agg(F.min("lsn"), F.max("lsn")).first()
     if lo is None:
         return None
     width = max(1, -(-(hi - lo + 1) // buckets))
-    return ok, ((F.col("lsn") - lo) / width).cast("long")
-
-
-def activity_over_journal(entries: Any, buckets: int = 200) -> Any:
-    """Sends, deliveries and acks per stretch of the journal: the LSN range cut into
-    ``buckets`` equal parts, each timed by the newest send time (ms since the epoch) of the
-    messages in it (records carry no time of their own; ``None`` when it holds no message).
-    Columns: bucket, lsn_from, lsn_to, sent_ms, sends, deliveries, acks."""
-    from pyspark.sql import functions as F
-    cut = _stretches(entries, buckets)
-    if cut is None:
-        return None
-    ok, bucket = cut
+    bucket = ((F.col("lsn") - lo) / width).cast("long").alias("bucket")
     kind = F.col("record_kind")
-    return (ok.withColumn("bucket", bucket)
-            .groupBy("bucket")
-            .agg(F.min("lsn").alias("lsn_from"), F.max("lsn").alias("lsn_to"),
-                 F.max(F.when(kind == "MESSAGE", F.col("timestamp"))).alias("sent_ms"),
-                 F.sum((kind == "MESSAGE").cast("long")).alias("sends"),
-                 F.sum((kind == "DELIVERY").cast("long")).alias("deliveries"),
-                 F.sum((kind == "ACK").cast("long")).alias("acks"))
-            .orderBy("bucket"))
-
-
-def backlog_over_journal(entries: Any, buckets: int = 200) -> Any:
-    """References added and acked per queue per stretch of the journal (as in
-    ``activity_over_journal``), and whether the queue was deleted in it (its references go with
-    it); the driver's running sum of added minus acked, back to 0 at a deletion, is each
-    queue's backlog along the journal. Columns: bucket, queue, added, acked, deleted."""
-    from pyspark.sql import functions as F
-    cut = _stretches(entries, buckets)
-    if cut is None:
-        return None
-    ok, bucket = cut
-    bucket = bucket.alias("bucket")
-    added = (ok.where(F.col("record_kind") == "MESSAGE")
+    activity = (ok.select(bucket, "lsn", "record_kind", "timestamp")
+                .groupBy("bucket")
+                .agg(F.min("lsn").alias("lsn_from"), F.max("lsn").alias("lsn_to"),
+                     F.max(F.when(kind == "MESSAGE", F.col("timestamp"))).alias("sent_ms"),
+                     F.sum((kind == "MESSAGE").cast("long")).alias("sends"),
+                     F.sum((kind == "DELIVERY").cast("long")).alias("deliveries"),
+                     F.sum((kind == "ACK").cast("long")).alias("acks"))
+                .orderBy("bucket"))
+    added = (ok.where(kind == "MESSAGE")
              .select(bucket, F.explode(F.split(F.coalesce("queue", F.lit("")), ","))
                      .alias("queue"))
              .where(F.col("queue") != "").groupBy("bucket", "queue")
              .agg(F.count("*").alias("added")))
-    acked = (ok.where(F.col("record_kind") == "ACK").select(bucket, "queue")
+    acked = (ok.where(kind == "ACK").select(bucket, "queue")
              .groupBy("bucket", "queue").agg(F.count("*").alias("acked")))
-    deleted = (ok.where((F.col("record_kind") == "QUEUE_DEL") & F.col("queue").isNotNull())
+    deleted = (ok.where((kind == "QUEUE_DEL") & F.col("queue").isNotNull())
                .select(bucket, "queue").groupBy("bucket", "queue")
                .agg(F.count("*").alias("deleted")))
     key = ["bucket", "queue"]
-    return (added.join(acked, key, "full").join(deleted, key, "full")
-            .na.fill(0, ["added", "acked", "deleted"]).orderBy("queue", "bucket"))
+    backlog = (added.join(acked, key, "full").join(deleted, key, "full")
+               .na.fill(0, ["added", "acked", "deleted"]).orderBy("queue", "bucket"))
+    return activity, backlog

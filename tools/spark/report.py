@@ -12,8 +12,8 @@ Tables (Parquet, in OUT): ``records_by_kind`` (entries and damaged entries per k
 ``segment_bytes``, ``bytes_by_kind``, ``bytes_by_address``, ``unacked_per_queue``,
 ``queue_activity``, ``acks_by_reason``, ``oldest_unacked_messages`` (``tools.figures``);
 ``activity_over_journal`` and ``backlog_over_journal`` (sends, deliveries and acks along the
-journal, ``tools.spark.figures``). Plots (PNG, matplotlib; a day per point over spans of more
-than two weeks, a log scale when one series dominates) and ``report.html`` (Jinja2,
+journal, ``tools.spark.figures.over_journal``). Plots (PNG, matplotlib; a day per point over
+spans of more than two weeks, a log scale when one series dominates) and ``report.html`` (Jinja2,
 ``tools.spark.page``: a headline with the store, its size, the time span, damaged entries and
 when the report was made; times in ISO-8601 UTC, ages in human units) tie them together.
 """
@@ -117,7 +117,7 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    from .figures import activity_over_journal, backlog_over_journal, figures
+    from .figures import figures, over_journal
 
     start = time.monotonic()
     entries, source = load_entries(spark, store)
@@ -137,10 +137,9 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
         tables, more = figures(entries)
         held += more
         got = {name: table(name, df, *df.columns[:3]) for name, df in tables.items()}
-        activity = activity_over_journal(entries)
-        along = table("activity_over_journal", activity, "bucket") if activity else []
-        backlog = backlog_over_journal(entries)
-        queues = table("backlog_over_journal", backlog, "queue", "bucket") if backlog else []
+        views = over_journal(entries)
+        along = table("activity_over_journal", views[0], "bucket") if views else []
+        queues = table("backlog_over_journal", views[1], "queue", "bucket") if views else []
         span = msgs.agg(F.min("timestamp"), F.max("timestamp")).first()
     finally:
         for df in held:
@@ -278,9 +277,10 @@ def _plots(out: str, kinds: Dict[str, int], hours: List[Dict[str, Any]],
 
 def backlog_levels(backlog: List[Dict[str, Any]], along: List[Dict[str, Any]]
                    ) -> Dict[str, List[Tuple[int, int]]]:
-    """Each queue's backlog along the journal, from ``backlog_over_journal``'s rows: (first LSN
-    of the stretch, references sent minus acked by its end), back to 0 where the queue was
-    deleted, carried to the journal's last stretch."""
+    """Each queue's backlog along the journal, from the backlog rows of
+    ``tools.spark.figures.over_journal``: (first LSN of the stretch, references sent minus
+    acked by its end), back to 0 where the queue was deleted, carried to the journal's last
+    stretch."""
     edges = {a["bucket"]: a["lsn_from"] for a in along}
     last = max(edges) if edges else 0
     steps: Dict[str, List[Dict[str, Any]]] = {}

@@ -134,11 +134,9 @@ def prune_segments(root: str, segments: Sequence[Tuple[int, str, int]], opts: Di
 
 def queue_names_at(root: str, segments: Sequence[Tuple[int, str, int]]) -> Dict[int, str]:
     """Queue id -> name from the QUEUE_ADD records (read on the driver)."""
-    fs, _ = _fs_and_path(root)
     names: Dict[int, str] = {}
-    for _seq, path, _size in segments:
-        with fs.open_input_file(path) as f:
-            names.update(queue_names_in(f.read(), MAX_FRAME))
+    for _seq, found in _names_of_segments(root, ((seq, path) for seq, path, _ in segments)):
+        names.update(found)
     return names
 
 
