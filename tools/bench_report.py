@@ -15,10 +15,11 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
+
+from .proctree import Sampler
 
 
 @dataclass(frozen=True)
@@ -36,65 +37,6 @@ class ReportFigures:
     parquet_report_s: float = 0.0  # the report on that export (0: nothing sealed to export)
 
 
-def _rss(pid: int) -> int:
-    """Resident bytes of one process (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def _children(pid: int) -> List[int]:
-    out: List[int] = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-class _Sampler(threading.Thread):
-    """Samples the process tree under ``pid`` every ``every`` seconds; keeps the peaks."""
-
-    def __init__(self, pid: int, every: float = 0.2) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.every = pid, every
-        self.peaks: Dict[str, int] = {"driver": 0, "jvm": 0, "workers": 0}
-        self.done = threading.Event()
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            tree, todo = [], [self.pid]
-            while todo:
-                p = todo.pop()
-                tree.append(p)
-                todo += _children(p)
-            jvm = workers = 0
-            for p in tree[1:]:
-                if "java" in _cmdline(p).split(" ")[0]:
-                    jvm += _rss(p)
-                else:
-                    workers += _rss(p)
-            sample = {"driver": _rss(self.pid), "jvm": jvm, "workers": workers}
-            for k, v in sample.items():
-                self.peaks[k] = max(self.peaks[k], v)
-            self.done.wait(self.every)
-
-
 def _timed_report(source: str, out: str, master: str) -> Tuple[float, Dict[str, int]]:
     """Run ``mqstore spark-report`` on ``source`` in a child process (its own Spark session;
     the catalogue next to ``out``), sampling memory; (seconds, peaks in bytes)."""
@@ -103,7 +45,7 @@ def _timed_report(source: str, out: str, master: str) -> Tuple[float, Dict[str, 
         [sys.executable, "-m", "mqstore.tools.cli", "spark-report", source, "--out", out,
          "--master", master], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         env=dict(os.environ, MQSTORE_CATALOGUE=out + ".catalogue"))
-    sampler = _Sampler(child.pid)
+    sampler = Sampler(child.pid)
     sampler.start()
     log, _ = child.communicate()
     seconds = time.perf_counter() - t0

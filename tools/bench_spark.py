@@ -19,6 +19,8 @@ from mqstore.journal import Journal, JournalOptions
 from mqstore.recovery import schema
 from mqstore.recovery.schema import RecordKind
 
+from .proctree import cpu_seconds
+
 
 @dataclass(frozen=True)
 class SparkFigures:
@@ -35,6 +37,13 @@ class SparkFigures:
     parquet_export_s: float = 0.0  # export --parquet of the sealed segments (one process)
     parquet_bytes: int = 0
     parquet_s: float = 0.0  # the every-column query's groupBy on the Parquet copy
+    # CPU seconds (user + system) of this process and its descendants (the JVM, the Python
+    # workers) during each query: the figure the disk's speed swings do not move
+    plain_cpu: float = 0.0
+    spark_cpu: float = 0.0
+    kinds_cpu: float = 0.0
+    range_cpu: float = 0.0
+    parquet_range_s: float = 0.0  # the LSN range's query on the Parquet copy
 
     @property
     def plain_rate(self) -> float:
@@ -68,6 +77,18 @@ def build_journal(directory: str, records: int, progress: Callable[[int], None])
     return written
 
 
+class _Timed:
+    """Wall and CPU seconds of a block (CPU of this process and its descendants, Linux)."""
+
+    def __enter__(self) -> "_Timed":
+        self.t0, self.c0 = time.perf_counter(), cpu_seconds(os.getpid())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.t0
+        self.cpu = cpu_seconds(os.getpid()) - self.c0
+
+
 def run(records: int, master: str, directory: Optional[str],
         progress: Callable[[str], None]) -> SparkFigures:
     """Build the journal, time the plain reader, then Spark (session started beforehand)."""
@@ -83,9 +104,8 @@ def run(records: int, master: str, directory: Optional[str],
         size = sum(os.path.getsize(os.path.join(tmp, "journal", f))
                    for f in os.listdir(os.path.join(tmp, "journal")))
         progress(f"journal written: {written:,} records")
-        t0 = time.perf_counter()
-        rows = plain_scan(tmp)
-        plain_s = time.perf_counter() - t0
+        with _Timed() as plain:
+            rows = plain_scan(tmp)
         progress(f"plain reader: {rows:,} rows")
         spark = spark_session(master, "mqstore-bench")
         try:
@@ -93,18 +113,15 @@ def run(records: int, master: str, directory: Optional[str],
             from .spark.source import list_segments
             read_journal(spark, tmp, segments=[list_segments(tmp)[0][0]]).groupBy(
                 "record_kind").count().collect()
-            t0 = time.perf_counter()
-            got = read_journal(spark, tmp).groupBy("record_kind").count().collect()
-            spark_s = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            kinds = read_journal(spark, tmp, columns=["record_kind"]).groupBy(
-                "record_kind").count().collect()
-            kinds_s = time.perf_counter() - t0
+            with _Timed() as full:
+                got = read_journal(spark, tmp).groupBy("record_kind").count().collect()
+            with _Timed() as kinds_only:
+                kinds = read_journal(spark, tmp, columns=["record_kind"]).groupBy(
+                    "record_kind").count().collect()
             lo = written // 2
-            t0 = time.perf_counter()
-            in_range = read_journal(spark, tmp, lsn_min=lo, lsn_max=lo + written // 100 - 1
-                                    ).groupBy("record_kind").count().collect()
-            range_s = time.perf_counter() - t0
+            with _Timed() as in_range_t:
+                in_range = read_journal(spark, tmp, lsn_min=lo, lsn_max=lo + written // 100 - 1
+                                        ).groupBy("record_kind").count().collect()
             from .parquet_export import export_parquet
             parquet = os.path.join(tmp, "parquet")
             t0 = time.perf_counter()
@@ -115,13 +132,19 @@ def run(records: int, master: str, directory: Optional[str],
             t0 = time.perf_counter()
             spark.read.parquet(parquet).groupBy("record_kind").count().collect()
             parquet_s = time.perf_counter() - t0
+            lsn = spark.read.parquet(parquet).lsn
+            t0 = time.perf_counter()
+            spark.read.parquet(parquet).where(lsn.between(lo, lo + written // 100 - 1)).groupBy(
+                "record_kind").count().collect()
+            parquet_range_s = time.perf_counter() - t0
         finally:
             spark.stop()
         assert sum(r["count"] for r in got) == rows, "Spark and the plain reader disagree"
         assert sorted(map(tuple, kinds)) == sorted(map(tuple, got)), "projection changed rows"
         range_rows = sum(r["count"] for r in in_range)
-        return SparkFigures(written, rows, size, plain_s, spark_s, kinds_s, range_s, range_rows,
-                            export_s, parquet_bytes, parquet_s)
+        return SparkFigures(written, rows, size, plain.wall, full.wall, kinds_only.wall,
+                            in_range_t.wall, range_rows, export_s, parquet_bytes, parquet_s,
+                            plain.cpu, full.cpu, kinds_only.cpu, in_range_t.cpu, parquet_range_s)
     finally:
         if before is None:
             os.environ.pop("MQSTORE_CATALOGUE", None)

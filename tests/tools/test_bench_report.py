@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from mqstore.tools import bench_report
+from mqstore.tools import bench_report, proctree
 from mqstore.tools.cli import main
 
 
@@ -20,7 +20,7 @@ def test_the_sampler_sees_the_childs_peak_and_its_children() -> None:
             "c = subprocess.Popen([sys.executable, '-c', "
             "'b = bytearray(40 << 20); import time; time.sleep(1.0)']); time.sleep(1.2); c.wait()")
     child = subprocess.Popen([sys.executable, "-c", code])
-    sampler = bench_report._Sampler(child.pid, every=0.05)
+    sampler = proctree.Sampler(child.pid, every=0.05)
     sampler.start()
     child.wait()
     sampler.done.set()

@@ -125,10 +125,19 @@ def test_report_on_a_parquet_export_equals_the_reference_on_its_segments(
 
 
 def test_backlog_along_the_journal_ends_at_each_queues_unacked(
-        spark: Any, rich: str, tmp_path: Path) -> None:
+        spark: Any, rich: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Also: the report's tables as written equal the reference when its shuffles are cut
+    wide (as for a 100M-record journal), and the caller's session keeps its own setting."""
+    from mqstore.tools.spark import report as job
     from mqstore.tools.spark.report import backlog_levels, run_report
     out = tmp_path / "report"
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    rows = list(iter_entries(rich))
+    monkeypatch.setattr(job, "ROWS_PER_TASK", len(rows) // 9)
     result = run_report(spark, rich, str(out))
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
+    assert_same({name: [r.asDict() for r in spark.read.parquet(str(out / name)).collect()]
+                 for name in TABLES}, plain_figures(rows))
     along = [r.asDict() for r in spark.read.parquet(str(out / "activity_over_journal")).collect()]
     backlog = [r.asDict() for r in spark.read.parquet(str(out / "backlog_over_journal")).collect()]
     levels = backlog_levels(backlog, along)

@@ -105,6 +105,9 @@ class _Tables:
         return sorted(rows, key=lambda r: tuple((r[k] is None, r[k]) for k in order))
 
 
+ROWS_PER_TASK = 4_000_000  # entries per shuffle task, at most, in the report's joins
+
+
 def run_report(spark: Any, store: str, out: str) -> ReportResult:
     """Run the job on an existing session; write tables, plots and the HTML report to ``out``.
 
@@ -124,12 +127,19 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
     os.makedirs(out, exist_ok=True)
     entries = entries.persist(StorageLevel.DISK_ONLY)  # the one read of the journal
     held = [entries]
+    partitions: Optional[str] = None
     try:
         table = _Tables(spark, out)
         by_kind = table("records_by_kind", entries.groupBy("record_kind").agg(
             F.count("*").alias("entries"),
             F.sum(F.when(~F.col("crc_ok"), 1).otherwise(0)).alias("damaged")), "record_kind")
         kinds = {r["record_kind"]: r["entries"] for r in by_kind}
+        partitions = spark.conf.get("spark.sql.shuffle.partitions")
+        # a shuffle task of at most ~4M entries: joins and sorts of a 100M-entry journal then
+        # spill in slices the heap holds (4 tasks of 25M each thrashed); small journals keep
+        # the session's setting, restored afterwards since the session may be the caller's
+        spark.conf.set("spark.sql.shuffle.partitions",
+                       str(max(int(partitions), -(-sum(kinds.values()) // ROWS_PER_TASK))))
         msgs = entries.where(F.col("record_kind") == "MESSAGE")
         hours = table("messages_per_address_hour", msgs.where(F.col("timestamp").isNotNull())
                       .withColumn("hour", F.date_trunc("hour", F.timestamp_millis("timestamp")))
@@ -144,6 +154,8 @@ def run_report(spark: Any, store: str, out: str) -> ReportResult:
     finally:
         for df in held:
             df.unpersist()
+        if partitions is not None:
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
     now_ms = int(time.time() * 1000)
     segments = got["segment_bytes"]
     total = sum(s["bytes"] for s in segments)
