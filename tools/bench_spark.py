@@ -132,10 +132,10 @@ def run(records: int, master: str, directory: Optional[str],
             t0 = time.perf_counter()
             spark.read.parquet(parquet).groupBy("record_kind").count().collect()
             parquet_s = time.perf_counter() - t0
-            lsn = spark.read.parquet(parquet).lsn
+            from pyspark.sql import functions as F
             t0 = time.perf_counter()
-            spark.read.parquet(parquet).where(lsn.between(lo, lo + written // 100 - 1)).groupBy(
-                "record_kind").count().collect()
+            spark.read.parquet(parquet).where(F.col("lsn").between(
+                lo, lo + written // 100 - 1)).groupBy("record_kind").count().collect()
             parquet_range_s = time.perf_counter() - t0
         finally:
             spark.stop()
