@@ -74,9 +74,12 @@ class AsyncConsumer:
         return c._finish(got[0])
 
     async def ack(self, delivery: Delivery) -> None:
-        """Acknowledge without blocking the event loop."""
+        """Acknowledge without blocking the event loop (awaits durability only with the
+        session's ``block_on_acknowledge``, as ``Delivery.ack``)."""
         s = self.consumer.session
-        await s.broker.storage.wait_async(s._settle_begin(delivery, "acked"))
+        ticket = s._settle_begin(delivery, "acked")
+        if s.block_on_acknowledge:
+            await s.broker.storage.wait_async(ticket)
 
     async def reject(self, delivery: Delivery) -> None:
         """Reject without blocking the event loop."""

@@ -793,12 +793,25 @@ class Broker:
             self.storage.check_open()
             return Connection(self, client_id)
 
-    def session(self, transacted: bool = False) -> Session:
+    def session(self, transacted: bool = False, block_on_acknowledge: bool = True) -> Session:
         """A new session (``engine.session.Session``), a connection of its own; use it as a
-        context manager."""
+        context manager.
+
+        Args:
+            transacted: sends and acks take effect together at ``commit()``.
+            block_on_acknowledge: ``ack()`` and ``ack_many()`` return once the ack is durable
+                (the default). ``False``: they return once the ack is journaled, and the
+                journal's writer makes it durable with its next group commit (Artemis's
+                ``blockOnAcknowledge=false``); see ``Session``.
+
+        Raises:
+            InvalidArgumentError: a flag that is not a bool. IllegalStateError: closed.
+        """
+        check_bool("transacted", transacted)
+        check_bool("block_on_acknowledge", block_on_acknowledge)
         with self.lock:
             self.storage.check_open()
-            s = Session(self, transacted)
+            s = Session(self, transacted, block_on_acknowledge)
             self.sessions.append(s)
             return s
 

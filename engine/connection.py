@@ -33,15 +33,15 @@ class Connection:
         self.sessions: List[Any] = []
         self.closed = False
 
-    def session(self, transacted: bool = False) -> Any:
+    def session(self, transacted: bool = False, block_on_acknowledge: bool = True) -> Any:
         """A new session on this connection (as ``Broker.session``).
 
         Raises:
-            IllegalStateError: the connection or the broker is closed.
+            IllegalStateError: the connection or the broker is closed. InvalidArgumentError.
         """
         if self.closed:
             raise IllegalStateError("the connection is closed")
-        s = self.broker.session(transacted)
+        s = self.broker.session(transacted, block_on_acknowledge)
         s.connection = self
         self.sessions = [x for x in self.sessions if not x.closed] + [s]
         return s

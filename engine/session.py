@@ -65,8 +65,12 @@ class Delivery(ReceivedMessage):
 
     def ack(self) -> None:
         """Acknowledge: the message leaves the queue (at commit, in a transacted session).
-        Returns once the ack is durable."""
-        self._session._settle(self, AckReason.ACKED.value)
+        Returns once the ack is durable; in a session made with
+        ``block_on_acknowledge=False``, once it is journaled (``Session``)."""
+        s = self._session
+        ticket = s._settle_begin(self, AckReason.ACKED.value)
+        if s.block_on_acknowledge:
+            s.broker.storage.wait(ticket)
 
     def reject(self) -> None:
         """Reject: the message leaves the queue and is not redelivered; it goes to the
@@ -145,16 +149,22 @@ class Consumer:
             IllegalStateError: the consumer, session or broker is closed.
             InvalidArgumentError: ``timeout`` is not None or seconds >= 0 (nothing taken).
         """
-        timeout = check_timeout(timeout)
+        got = self._next(check_timeout(timeout))
+        if got is None:
+            return None
+        self.session.broker.storage.wait(got[1])  # the DELIVERY record is durable first
+        return self._finish(got[0])
+
+    def _next(self, timeout: Optional[float]) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
+        """The next reference taken for this consumer and the ticket of its DELIVERY record
+        (not waited on yet), waiting up to ``timeout`` seconds for one; ``None`` on
+        timeout."""
         waiter = _Waiter(self)
         got = self._take_or_wait(waiter)
         if got is None:
             waiter.event.wait(timeout)
             got = self._stop_waiting(waiter)
-        if got is None:
-            return None
-        self.session.broker.storage.wait(got[1])  # the DELIVERY record is durable first
-        return self._finish(got[0])
+        return got
 
     def _take_or_wait(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
         """Take the head now, or register ``waiter`` to be handed the next message."""
@@ -178,15 +188,17 @@ class Consumer:
                      ) -> List[Delivery]:
         """Take up to ``max_messages`` (bounded by the window) that are ready now, with one
         journal write and one wait; when none is, wait up to ``timeout`` seconds for one,
-        then take the rest that are ready the same way.
+        then take the rest that are ready with it: one wait for durability in either case.
 
         Returns:
             The deliveries in queue order; empty on timeout.
 
         Raises:
-            InvalidArgumentError: ``max_messages`` not an int >= 1 (nothing received).
+            InvalidArgumentError: ``max_messages`` not an int >= 1, or ``timeout`` not None
+                or seconds >= 0 (nothing received).
         """
         check_int("max_messages", max_messages, 1, TIME_MAX)
+        timeout = check_timeout(timeout)
         broker = self.session.broker
         with broker.lock:
             self._check()
@@ -196,15 +208,22 @@ class Consumer:
         if refs:  # ready now: one DELIVERY write and one wait for all of them
             broker.storage.wait(ticket)
             return [self._finish(r) for r in refs]
-        first = self.receive(timeout)
-        if first is None:
+        got = self._next(timeout)
+        if got is None:
             return []
-        with broker.lock:
-            self._check()
-            room = min(max_messages - 1, self.window - len(self.unacked))
-            refs, ticket = ops.deliver_many(broker, self.queue, self, max(0, room))
-        broker.storage.wait(ticket)
-        return [first] + [self._finish(r) for r in refs]
+        first, first_ticket = got
+        refs, ticket = [], None
+        with broker.lock:  # the rest; closed meanwhile: the first one alone is handed out
+            room = min(max_messages - 1, self.window - len(self.unacked) - 1)
+            try:
+                self._check()
+                if room > 0:
+                    refs, ticket = ops.deliver_many(broker, self.queue, self, room)
+            except IllegalStateError:
+                pass
+        broker.storage.wait(ticket or first_ticket)  # journal order: it covers the first
+        broker.storage.wait(first_ticket)  # (returns at once)
+        return [self._finish(r) for r in [first] + refs]
 
     def receive_nowait(self) -> Optional[Delivery]:
         """A message if one is ready now, else ``None``."""
@@ -258,11 +277,24 @@ class Consumer:
 
 
 class Session:
-    """A unit of work with the broker. Create with ``Broker.session(transacted=...)``."""
+    """A unit of work with the broker. Create with ``Broker.session(transacted=...)``.
 
-    def __init__(self, broker: BrokerCore, transacted: bool) -> None:
+    Acknowledgements: with ``block_on_acknowledge`` (the default) ``Delivery.ack`` and
+    ``ack_many`` return once the ack record is durable. Without it (Artemis's
+    ``blockOnAcknowledge=false``) they return once the ack is journaled in the journal's open
+    batch; the journal's writer thread flushes that batch at once, and the ack is durable at
+    the latest when any later wait on the same broker returns (a durable send, another
+    session's blocking ack: batches become durable in journal order). A crash before then
+    can only bring the message back, with the delivery count its DELIVERY record made durable
+    before hand-out, so flagged redelivered; it is never lost. The message leaves its queue
+    at once either way. Rejects, releases and commits always wait.
+    """
+
+    def __init__(self, broker: BrokerCore, transacted: bool,
+                 block_on_acknowledge: bool = True) -> None:
         self.broker = broker
         self.transacted = transacted
+        self.block_on_acknowledge = block_on_acknowledge
         self.closed = False
         self.connection: Optional[Any] = None  # engine.connection.Connection, when made by one
         self.consumers: List[Consumer] = []
@@ -513,7 +545,8 @@ class Session:
     # -- settling -----------------------------------------------------------------------------
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         """Acknowledge several deliveries with one journal write and one wait (in a
-        transacted session they are acked at commit).
+        transacted session they are acked at commit; without ``block_on_acknowledge``, no
+        wait: see ``Session``).
 
         Raises:
             IllegalStateError: one of them is already settled; then none is acked.
@@ -537,7 +570,8 @@ class Session:
             for queue in queues.values():
                 ops.serve_waiters(broker, queue)
                 autocreate.maybe_delete(broker, queue)
-        broker.storage.wait(ticket)
+        if self.block_on_acknowledge:
+            broker.storage.wait(ticket)
 
     def _settle(self, d: Delivery, reason: str) -> None:
         self.broker.storage.wait(self._settle_begin(d, reason))

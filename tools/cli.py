@@ -80,6 +80,47 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
     console.print(rt)
 
 
+@bench.command("e2e")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where the stores and databases go (default: the system temp directory); "
+                   "put it on the disk you mean to measure, not tmpfs.")
+@click.option("--messages", default=50_000, show_default=True,
+              help="Messages in the batch and asyncio workloads (a tenth one at a time).")
+def bench_e2e(directory: Optional[str], messages: int) -> None:
+    """The broker end to end (send, receive, ack; durable 1 KiB messages) beside sqlite3 and
+    persist-queue, in one run, as ratios."""
+    from .bench_e2e import run, targets
+
+    with console.status("fdatasync probe...") as status:
+        result = run(directory, messages, lambda m: status.update(m))
+    t = Table(title="end to end, durable 1 KiB messages (one run, same disk)")
+    for col in ("workload", "system", "messages", "msg/s", "CPU µs/msg", "/ probe"):
+        t.add_column(col, justify="left" if col in ("workload", "system") else "right")
+    for f in result.figures:
+        t.add_row(f.workload, f.system, f"{f.messages:,}", f"{f.rate:,.0f}",
+                  f"{f.cpu_us:,.1f}", f"{f.rate / result.probe_ops:.2f}"
+                  if result.probe_ops else "")
+    console.print(t)
+    console.print(f"fdatasync probe just before: {result.probe_ops:,.0f} ops/s (1 KiB overwrite "
+                  f"+ fdatasync); CPU: this process's user + system time; sqlite3: WAL, "
+                  f"synchronous=FULL, insert then select and delete, n ops per transaction")
+    if result.missing:
+        console.print(f"not installed, not measured: {', '.join(result.missing)} "
+                      f"(pip install 'mqstore[bench]')", markup=False)
+    console.print("workloads: one = one thread, send/receive/ack one at a time; batch = "
+                  "batches of 100; async = 256 asyncio producers + 256 consumers (acked/s); "
+                  "send = 256 producers only; journal = the journal's own durable appends "
+                  "from 256 asyncio tasks. ack no wait: block_on_acknowledge=False")
+    rt = Table(title="targets (issue 16)")
+    for col in ("ratio", "value", "target", ""):
+        rt.add_column(col)
+    for g in targets(result):
+        rt.add_row(g.name, "" if g.value is None else f"{g.value:.2f}",
+                   "" if g.bound is None else f"{'<=' if g.at_most else '>='} {g.bound:g}",
+                   g.verdict)
+    console.print(rt)
+
+
 @bench.command("memory")
 @click.option("--sizes", default="10000,100000,1000000", show_default=True,
               help="Backlog sizes (messages), comma-separated; 10000000 for the 10M figures.")

@@ -16,7 +16,6 @@ import os
 import resource
 import shutil
 import signal
-import tempfile
 import subprocess
 import sys
 import threading
@@ -32,6 +31,7 @@ from rich.table import Table
 from mqstore.engine import Broker
 from mqstore.journal import MqStoreError
 from . import demo_job
+from .bench_journal import fdatasync_probe
 from .departures import Departures, run_departures
 from .flights import load_flights, load_weather
 
@@ -194,19 +194,6 @@ def run_demo(directory: str, workers: int = 4, batch: int = 500, kill_at: float 
                       os.path.abspath(directory), counts, board, memory,
                       resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3, departures,
                       (probes[0], probes[1]))
-
-
-def fdatasync_probe(parent: str, seconds: float = 1.0) -> float:
-    """The disk's fdatasync rate now (ops/s: 1 KiB overwrite + fdatasync, ``bench journal``'s
-    probe), measured in a temporary directory under ``parent`` (removed after): the disk's
-    rate swings 10x within minutes, so throughput is reported as a ratio to it."""
-    from .bench_journal import raw_fdatasync
-    os.makedirs(parent, exist_ok=True)
-    where = tempfile.mkdtemp(prefix=".mqstore-probe-", dir=parent)
-    try:
-        return raw_fdatasync(where, seconds).rate
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 def expected_counts(broker: Broker, flights: List, weather: List) -> Dict[str, tuple]:

@@ -2,7 +2,9 @@
 (with the smallest RAM budget, its address also pages after three messages).
 
 Prints ``s N`` before sending message N and ``S N`` once the send returned (durable); ``D N C``
-after receiving N with delivery count C; ``a N`` before acking and ``A N`` once the ack returned.
+after receiving N with delivery count C; ``a N`` before acking and ``A N`` once the ack returned
+(durable); with acks that do not block (``block_on_acknowledge=False``), ``N K`` once the ack
+returned (journaled, durable once a send that starts after it returns).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def say(line: str) -> None:
         sys.stdout.flush()
 
 
-def main(directory: str, start: int, seed: int, budget: int) -> None:
+def main(directory: str, start: int, seed: int, budget: int, block: bool) -> None:
     rng = random.Random(seed)
     paging = AddressSettings(max_size_messages=3) if budget < 65536 else AddressSettings()
     broker = Broker.open(directory, journal_options=JournalOptions(segment_size=128 * 1024),
@@ -52,7 +54,7 @@ def main(directory: str, start: int, seed: int, budget: int) -> None:
             time.sleep(rng.random() * 0.003)  # let the consumer keep up
 
     def consume() -> None:
-        session = broker.session()
+        session = broker.session(block_on_acknowledge=block)
         consumer = session.create_consumer("q", window=20)
         while True:
             d = consumer.receive(timeout=0.2)
@@ -63,11 +65,12 @@ def main(directory: str, start: int, seed: int, budget: int) -> None:
             if rng.random() < 0.8:
                 say(f"a {k}")
                 d.ack()
-                say(f"A {k}")
+                say(f"A {k}" if block else f"N {k}")
 
     threading.Thread(target=produce, daemon=True).start()
     consume()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
+         sys.argv[5] == "1")

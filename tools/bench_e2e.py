@@ -1,0 +1,304 @@
+"""``mqstore bench e2e``: the broker end to end (send -> receive -> ack of durable 1 KiB
+messages on a durable queue) beside embedded peers, every figure in one run on the same disk.
+
+The disk's fsync rate swings 10x within minutes (REFERENCE.md), so every figure is also given as
+a ratio: to its peer in the same workload, and to a raw fdatasync probe taken right before the
+workloads. Workloads:
+
+- ``one``: one thread, one message at a time (send, receive, ack: each returns once durable);
+- ``batch``: one thread, batches of 100 (``send_many``, ``receive_many``, ``ack_many``), with
+  the process's CPU time per message;
+- ``async``: 256 asyncio producers and 256 asyncio consumers (each acks what it receives);
+- ``send``: 256 asyncio producers only;
+- the journal's own durable appends from 256 asyncio tasks (``bench journal``'s figure), the
+  ceiling the ``async`` workload is measured against.
+
+Peers: sqlite3 in WAL mode with ``synchronous=FULL`` (a row inserted, then selected and deleted,
+one operation per transaction or 100), always; persist-queue's ``SQLiteQueue`` (put, get) when
+the ``persist-queue`` package is installed (``pip install 'mqstore[bench]'``). A peer that is
+not installed is named as missing, not measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sqlite3
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+from mqstore.engine import Broker, Message, QueueConfig
+from mqstore.engine.aio import AsyncSession
+
+BODY = os.urandom(1024)
+BATCH = 100
+TASKS = 256
+
+
+@dataclass(frozen=True)
+class E2EFigure:
+    """One system in one workload: messages through (sent, received and acked; sent only for
+    ``send``), seconds, and CPU seconds of this process (user + system)."""
+
+    workload: str  # one, batch, async, send, journal
+    system: str
+    messages: int
+    seconds: float
+    cpu_s: float
+
+    @property
+    def rate(self) -> float:
+        return self.messages / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_us(self) -> float:
+        """CPU microseconds per message."""
+        return self.cpu_s / self.messages * 1e6 if self.messages else 0.0
+
+
+class _Clock:
+    def __enter__(self) -> "_Clock":
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.t0
+        self.cpu = time.process_time() - self.c0
+
+
+def _broker(directory: str) -> Broker:
+    broker = Broker.open(directory)
+    broker.create_address("bench")
+    broker.create_queue(QueueConfig("bench", "bench"))
+    return broker
+
+
+def _name(block: bool) -> str:
+    return "mqstore" if block else "mqstore, ack no wait"
+
+
+def mqstore_one(directory: str, n: int, block: bool = True) -> E2EFigure:
+    """Send, receive and ack ``n`` messages one at a time from one thread (``block``: each
+    ack waits for its fsync, else ``block_on_acknowledge=False``)."""
+    with _broker(directory) as broker:
+        session = broker.session(block_on_acknowledge=block)
+        consumer = session.create_consumer("bench")
+        with _Clock() as c:
+            for _ in range(n):
+                session.send("bench", Message(BODY))
+                d = consumer.receive(5.0)
+                if d is None:
+                    raise RuntimeError("a sent message was not delivered within 5 s")
+                d.ack()
+    return E2EFigure("one", _name(block), n, c.seconds, c.cpu)
+
+
+def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
+    """``n`` messages in batches of 100: ``send_many``, ``receive_many``, ``ack_many``."""
+    with _broker(directory) as broker:
+        session = broker.session(block_on_acknowledge=block)
+        consumer = session.create_consumer("bench", window=BATCH)
+        batch = [Message(BODY) for _ in range(BATCH)]
+        done = 0
+        with _Clock() as c:
+            while done < n:
+                session.send_many("bench", batch)
+                got: List = []
+                while len(got) < BATCH:
+                    more = consumer.receive_many(BATCH - len(got), 5.0)
+                    if not more:
+                        raise RuntimeError("a sent message was not delivered within 5 s")
+                    got += more
+                session.ack_many(got)
+                done += BATCH
+    return E2EFigure("batch", _name(block), done, c.seconds, c.cpu)
+
+
+def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -> E2EFigure:
+    """256 asyncio producers send ``n`` messages in all; with ``consumers``, 256 asyncio
+    consumers receive and ack them (the figure counts acked messages), else sends only."""
+    per_task = max(1, n // TASKS)
+    total = per_task * TASKS
+    with _broker(directory) as broker:
+        async def produce(s: AsyncSession) -> None:
+            for _ in range(per_task):
+                await s.send("bench", Message(BODY))
+
+        async def consume(s: AsyncSession, left: List[int]) -> None:
+            consumer = s.create_consumer("bench", window=BATCH)
+            while left[0] > 0:
+                d = await consumer.receive(0.5)
+                if d is not None:
+                    left[0] -= 1
+                    await consumer.ack(d)
+
+        async def main() -> None:
+            sessions = [AsyncSession(broker.session()) for _ in range(TASKS)]
+            left = [total]
+            jobs = [produce(s) for s in sessions]
+            if consumers:
+                jobs += [consume(AsyncSession(broker.session(block_on_acknowledge=block)), left)
+                         for _ in range(TASKS)]
+            await asyncio.gather(*jobs)
+
+        with _Clock() as c:
+            asyncio.run(main())
+    return E2EFigure("async" if consumers else "send", _name(block), total, c.seconds, c.cpu)
+
+
+def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
+    """The journal's own durable appends from 256 asyncio tasks (1 KiB records)."""
+    from .bench_journal import journal_tasks
+    c0 = time.process_time()
+    f = journal_tasks(directory, TASKS, seconds)
+    cpu = time.process_time() - c0
+    n = round(f.rate * seconds)
+    return E2EFigure("journal", "journal", n, n / f.rate if f.rate else 0.0, cpu)
+
+
+def _sqlite(path: str) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    db.execute("CREATE TABLE IF NOT EXISTS q (id INTEGER PRIMARY KEY, body BLOB)")
+    return db
+
+
+def sqlite_queue(directory: str, n: int, per_txn: int) -> E2EFigure:
+    """sqlite3 (WAL, synchronous=FULL) as a queue: ``per_txn`` rows inserted in one
+    transaction, then the oldest ``per_txn`` selected and deleted in another."""
+    db = _sqlite(os.path.join(directory, "queue.db"))
+    done = 0
+    with _Clock() as c:
+        while done < n:
+            db.execute("BEGIN")
+            db.executemany("INSERT INTO q (body) VALUES (?)", [(BODY,)] * per_txn)
+            db.execute("COMMIT")
+            db.execute("BEGIN")
+            rows = db.execute("SELECT id, body FROM q ORDER BY id LIMIT ?",
+                              (per_txn,)).fetchall()
+            db.executemany("DELETE FROM q WHERE id = ?", [(r[0],) for r in rows])
+            db.execute("COMMIT")
+            done += len(rows)
+    db.close()
+    workload = "one" if per_txn == 1 else "batch"
+    return E2EFigure(workload, f"sqlite3 {per_txn}/txn", done, c.seconds, c.cpu)
+
+
+def persist_queue_one(directory: str, n: int) -> Optional[E2EFigure]:
+    """persist-queue's ``SQLiteQueue``: put then get, one at a time (``None``: not
+    installed)."""
+    try:
+        from persistqueue import SQLiteQueue
+    except ImportError:
+        return None
+    q = SQLiteQueue(os.path.join(directory, "pq"), auto_commit=True)
+    with _Clock() as c:
+        for _ in range(n):
+            q.put(BODY)
+            q.get()
+    return E2EFigure("one", "persist-queue", n, c.seconds, c.cpu)
+
+
+@dataclass(frozen=True)
+class E2EResult:
+    """Every figure of one run, and the fdatasync probe (ops/s) taken before them."""
+
+    figures: List[E2EFigure]
+    probe_ops: float
+    missing: List[str]  # peers not installed
+
+    def get(self, workload: str, system: str) -> Optional[E2EFigure]:
+        return next((f for f in self.figures if f.workload == workload
+                     and f.system == system), None)
+
+
+def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
+        ) -> E2EResult:
+    """Every workload, each on a fresh store or database in a temporary directory under
+    ``directory`` (removed after). ``messages``: the batch and asyncio workloads' count; the
+    one-at-a-time ones take a tenth of it (each costs fsyncs one after another)."""
+    from .bench_journal import fdatasync_probe
+    root = tempfile.mkdtemp(prefix="mqstore-e2e-", dir=directory)
+    one = max(100, messages // 10)
+    steps: List = [
+        ("mqstore, one at a time", lambda d: mqstore_one(d, one)),
+        ("mqstore, one at a time, acks not waited", lambda d: mqstore_one(d, one, False)),
+        ("persist-queue, one at a time", lambda d: persist_queue_one(d, one)),
+        ("sqlite3, one op per transaction", lambda d: sqlite_queue(d, one, 1)),
+        ("mqstore, batches of 100", lambda d: mqstore_batch(d, messages)),
+        ("mqstore, batches of 100, acks not waited",
+         lambda d: mqstore_batch(d, messages, False)),
+        ("sqlite3, 100 ops per transaction", lambda d: sqlite_queue(d, messages, BATCH)),
+        ("mqstore, 256 producers + 256 consumers", lambda d: mqstore_async(d, messages, True)),
+        ("mqstore, 256 + 256, acks not waited",
+         lambda d: mqstore_async(d, messages, True, False)),
+        ("mqstore, 256 producers", lambda d: mqstore_async(d, messages, False)),
+        ("the journal, 256 asyncio appenders", lambda d: journal_ceiling(d, 3.0)),
+    ]
+    try:
+        probe = fdatasync_probe(root)
+        figures, missing = [], []
+        for i, (name, step) in enumerate(steps):
+            progress(f"{name}...")
+            where = os.path.join(root, str(i))
+            os.makedirs(where)
+            got = step(where)
+            shutil.rmtree(where, ignore_errors=True)
+            if got is None:
+                missing.append(name.split(",")[0])
+            else:
+                figures.append(got)
+        return E2EResult(figures, probe, missing)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Target:
+    """A ratio of two figures of the same run, and the bound issue 16 sets for it (``None``:
+    shown, no bound); ``at_most``: the bound is an upper one."""
+
+    name: str
+    value: Optional[float]  # None: a figure it needs was not measured (a peer missing)
+    bound: Optional[float]
+    at_most: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.value is None:
+            return "not measured"
+        if self.bound is None:
+            return ""
+        ok = self.value <= self.bound if self.at_most else self.value >= self.bound
+        return "ok" if ok else ("ABOVE" if self.at_most else "BELOW")
+
+
+def targets(result: E2EResult) -> List[Target]:
+    """The run's ratios against issue 16's targets, for the broker as it is by default and
+    with acks that do not wait (``block_on_acknowledge=False``)."""
+    def ratio(a: Optional[E2EFigure], b: Optional[E2EFigure]) -> Optional[float]:
+        return a.rate / b.rate if a is not None and b is not None and b.rate else None
+
+    get = result.get
+    out = []
+    for block in (True, False):
+        me = _name(block)
+        batch = get("batch", me)
+        out += [
+            Target(f"one, {me} / persist-queue",
+                   ratio(get("one", me), get("one", "persist-queue")), 1.0),
+            Target(f"one, {me} / sqlite3 1/txn",
+                   ratio(get("one", me), get("one", "sqlite3 1/txn")), None),
+            Target(f"batch, {me} / sqlite3 100/txn",
+                   ratio(batch, get("batch", "sqlite3 100/txn")), 1.0),
+            Target(f"batch, {me}: CPU µs/msg",
+                   None if batch is None else batch.cpu_us, 15.0, at_most=True),
+            Target(f"async, {me} / journal",
+                   ratio(get("async", me), get("journal", "journal")), 0.25)]
+    out.append(Target("send, mqstore / journal",
+                      ratio(get("send", "mqstore"), get("journal", "journal")), None))
+    return out
