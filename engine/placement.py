@@ -40,6 +40,8 @@ log = logging.getLogger("mqstore.engine")
 
 Removal = Tuple[MessageRef, str]
 
+WRITE_PATH_BODY = 64 << 10  # bodies up to this size stay in RAM with their message once written
+
 
 def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
           advance: bool = True) -> Tuple[Any, List[Queue]]:
@@ -177,9 +179,12 @@ class Placement:
             self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
                                                 msg.body, msg.properties, ts, expiration,
                                                 msg.priority, paged, at))
+        body = kept_body(msg.body, journaled, queues)
+        if body is None and len(msg.body) <= WRITE_PATH_BODY and not broker.budget.over():
+            body = msg.body  # the write path's copy, charged to the budget while in RAM: a
+            # consumer gets it without reading and decoding the record back
         stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
-                               msg.priority, kept_body(msg.body, journaled, queues),
-                               bool(journaled), len(msg.body))
+                               msg.priority, body, bool(journaled), len(msg.body))
         if queues and not journaled:
             broker.sizes.add_transient(stored, paged)
         refs = []
