@@ -67,6 +67,8 @@ class StoredMessage:
         properties, timestamp, expiration (ms since epoch, 0 never), priority.
         body: the bytes, or ``None`` when every queue it reached journals it: then it is
             read from the journal on demand (references separate from bodies; ``kept_body``).
+            A journaled message sent in this run keeps the bytes from the write path while
+            it stays in RAM (``engine.placement.WRITE_PATH_BODY``; charged in ``mem_size``).
         journaled: whether the image holds it (its body is read by id from its record).
         refcount: references to it held in RAM (``engine.paging.MessageCache``).
         mem_size: the bytes it is charged to the RAM budget.
