@@ -221,8 +221,8 @@ class Consumer:
                     refs, ticket = ops.deliver_many(broker, self.queue, self, room)
             except IllegalStateError:
                 pass
-        broker.storage.wait(ticket or first_ticket)  # journal order: it covers the first
-        broker.storage.wait(first_ticket)  # (returns at once)
+        broker.storage.wait(ticket)  # journal order: it covers the first one too,
+        broker.storage.wait(first_ticket)  # which then returns at once
         return [self._finish(r) for r in [first] + refs]
 
     def receive_nowait(self) -> Optional[Delivery]:

@@ -26,12 +26,13 @@ import os
 import shutil
 import sqlite3
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from mqstore.engine import Broker, Message, QueueConfig
 from mqstore.engine.aio import AsyncSession
+
+from .proctree import Timed
 
 BODY = os.urandom(1024)
 BATCH = 100
@@ -41,7 +42,7 @@ TASKS = 256
 @dataclass(frozen=True)
 class E2EFigure:
     """One system in one workload: messages through (sent, received and acked; sent only for
-    ``send``), seconds, and CPU seconds of this process (user + system)."""
+    ``send``), seconds, and CPU seconds of this process (user + system; ``proctree.Timed``)."""
 
     workload: str  # one, batch, async, send, journal
     system: str
@@ -57,16 +58,6 @@ class E2EFigure:
     def cpu_us(self) -> float:
         """CPU microseconds per message."""
         return self.cpu_s / self.messages * 1e6 if self.messages else 0.0
-
-
-class _Clock:
-    def __enter__(self) -> "_Clock":
-        self.t0, self.c0 = time.perf_counter(), time.process_time()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.t0
-        self.cpu = time.process_time() - self.c0
 
 
 def _broker(directory: str) -> Broker:
@@ -86,14 +77,14 @@ def mqstore_one(directory: str, n: int, block: bool = True) -> E2EFigure:
     with _broker(directory) as broker:
         session = broker.session(block_on_acknowledge=block)
         consumer = session.create_consumer("bench")
-        with _Clock() as c:
+        with Timed() as c:
             for _ in range(n):
                 session.send("bench", Message(BODY))
                 d = consumer.receive(5.0)
                 if d is None:
                     raise RuntimeError("a sent message was not delivered within 5 s")
                 d.ack()
-    return E2EFigure("one", _name(block), n, c.seconds, c.cpu)
+    return E2EFigure("one", _name(block), n, c.wall, c.cpu)
 
 
 def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
@@ -103,7 +94,7 @@ def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
         consumer = session.create_consumer("bench", window=BATCH)
         batch = [Message(BODY) for _ in range(BATCH)]
         done = 0
-        with _Clock() as c:
+        with Timed() as c:
             while done < n:
                 session.send_many("bench", batch)
                 got: List = []
@@ -114,7 +105,7 @@ def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
                     got += more
                 session.ack_many(got)
                 done += BATCH
-    return E2EFigure("batch", _name(block), done, c.seconds, c.cpu)
+    return E2EFigure("batch", _name(block), done, c.wall, c.cpu)
 
 
 def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -> E2EFigure:
@@ -144,19 +135,17 @@ def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -
                          for _ in range(TASKS)]
             await asyncio.gather(*jobs)
 
-        with _Clock() as c:
+        with Timed() as c:
             asyncio.run(main())
-    return E2EFigure("async" if consumers else "send", _name(block), total, c.seconds, c.cpu)
+    return E2EFigure("async" if consumers else "send", _name(block), total, c.wall, c.cpu)
 
 
 def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
     """The journal's own durable appends from 256 asyncio tasks (1 KiB records)."""
     from .bench_journal import journal_tasks
-    c0 = time.process_time()
-    f = journal_tasks(directory, TASKS, seconds)
-    cpu = time.process_time() - c0
-    n = round(f.rate * seconds)
-    return E2EFigure("journal", "journal", n, n / f.rate if f.rate else 0.0, cpu)
+    with Timed() as c:
+        f = journal_tasks(directory, TASKS, seconds)
+    return E2EFigure("journal", "journal", round(f.rate * seconds), seconds, c.cpu)
 
 
 def _sqlite(path: str) -> sqlite3.Connection:
@@ -172,7 +161,7 @@ def sqlite_queue(directory: str, n: int, per_txn: int) -> E2EFigure:
     transaction, then the oldest ``per_txn`` selected and deleted in another."""
     db = _sqlite(os.path.join(directory, "queue.db"))
     done = 0
-    with _Clock() as c:
+    with Timed() as c:
         while done < n:
             db.execute("BEGIN")
             db.executemany("INSERT INTO q (body) VALUES (?)", [(BODY,)] * per_txn)
@@ -185,7 +174,7 @@ def sqlite_queue(directory: str, n: int, per_txn: int) -> E2EFigure:
             done += len(rows)
     db.close()
     workload = "one" if per_txn == 1 else "batch"
-    return E2EFigure(workload, f"sqlite3 {per_txn}/txn", done, c.seconds, c.cpu)
+    return E2EFigure(workload, f"sqlite3 {per_txn}/txn", done, c.wall, c.cpu)
 
 
 def persist_queue_one(directory: str, n: int) -> Optional[E2EFigure]:
@@ -196,11 +185,11 @@ def persist_queue_one(directory: str, n: int) -> Optional[E2EFigure]:
     except ImportError:
         return None
     q = SQLiteQueue(os.path.join(directory, "pq"), auto_commit=True)
-    with _Clock() as c:
+    with Timed() as c:
         for _ in range(n):
             q.put(BODY)
             q.get()
-    return E2EFigure("one", "persist-queue", n, c.seconds, c.cpu)
+    return E2EFigure("one", "persist-queue", n, c.wall, c.cpu)
 
 
 @dataclass(frozen=True)

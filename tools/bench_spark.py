@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -19,7 +18,7 @@ from mqstore.journal import Journal, JournalOptions
 from mqstore.recovery import schema
 from mqstore.recovery.schema import RecordKind
 
-from .proctree import cpu_seconds
+from .proctree import Timed
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,8 @@ class SparkFigures:
     range_rows: int = 0
     parquet_export_s: float = 0.0  # export --parquet of the sealed segments (one process)
     parquet_bytes: int = 0
-    parquet_s: float = 0.0  # the every-column query's groupBy on the Parquet copy
+    parquet_s: float = 0.0  # the every-column query's groupBy on the Parquet copy (0: a
+    # journal of one segment has no sealed segment to export)
     # CPU seconds (user + system) of this process and its descendants (the JVM, the Python
     # workers) during each query: the figure the disk's speed swings do not move
     plain_cpu: float = 0.0
@@ -77,18 +77,6 @@ def build_journal(directory: str, records: int, progress: Callable[[int], None])
     return written
 
 
-class _Timed:
-    """Wall and CPU seconds of a block (CPU of this process and its descendants, Linux)."""
-
-    def __enter__(self) -> "_Timed":
-        self.t0, self.c0 = time.perf_counter(), cpu_seconds(os.getpid())
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.wall = time.perf_counter() - self.t0
-        self.cpu = cpu_seconds(os.getpid()) - self.c0
-
-
 def run(records: int, master: str, directory: Optional[str],
         progress: Callable[[str], None]) -> SparkFigures:
     """Build the journal, time the plain reader, then Spark (session started beforehand)."""
@@ -104,7 +92,7 @@ def run(records: int, master: str, directory: Optional[str],
         size = sum(os.path.getsize(os.path.join(tmp, "journal", f))
                    for f in os.listdir(os.path.join(tmp, "journal")))
         progress(f"journal written: {written:,} records")
-        with _Timed() as plain:
+        with Timed() as plain:
             rows = plain_scan(tmp)
         progress(f"plain reader: {rows:,} rows")
         spark = spark_session(master, "mqstore-bench")
@@ -113,38 +101,40 @@ def run(records: int, master: str, directory: Optional[str],
             from .spark.source import list_segments
             read_journal(spark, tmp, segments=[list_segments(tmp)[0][0]]).groupBy(
                 "record_kind").count().collect()
-            with _Timed() as full:
+            with Timed() as full:
                 got = read_journal(spark, tmp).groupBy("record_kind").count().collect()
-            with _Timed() as kinds_only:
+            with Timed() as kinds_only:
                 kinds = read_journal(spark, tmp, columns=["record_kind"]).groupBy(
                     "record_kind").count().collect()
             lo = written // 2
-            with _Timed() as in_range_t:
+            with Timed() as in_range_t:
                 in_range = read_journal(spark, tmp, lsn_min=lo, lsn_max=lo + written // 100 - 1
                                         ).groupBy("record_kind").count().collect()
             from .parquet_export import export_parquet
             parquet = os.path.join(tmp, "parquet")
-            t0 = time.perf_counter()
-            export_parquet(tmp, parquet)
-            export_s = time.perf_counter() - t0
+            with Timed() as export:
+                exported = export_parquet(tmp, parquet).written
             parquet_bytes = sum(os.path.getsize(os.path.join(parquet, f))
                                 for f in os.listdir(parquet))
-            t0 = time.perf_counter()
-            spark.read.parquet(parquet).groupBy("record_kind").count().collect()
-            parquet_s = time.perf_counter() - t0
-            from pyspark.sql import functions as F
-            t0 = time.perf_counter()
-            spark.read.parquet(parquet).where(F.col("lsn").between(
-                lo, lo + written // 100 - 1)).groupBy("record_kind").count().collect()
-            parquet_range_s = time.perf_counter() - t0
+            parquet_s = parquet_range_s = 0.0  # one segment: nothing sealed to query
+            if exported:
+                from pyspark.sql import functions as F
+                with Timed() as t:
+                    spark.read.parquet(parquet).groupBy("record_kind").count().collect()
+                parquet_s = t.wall
+                with Timed() as t:
+                    spark.read.parquet(parquet).where(F.col("lsn").between(
+                        lo, lo + written // 100 - 1)).groupBy("record_kind").count().collect()
+                parquet_range_s = t.wall
         finally:
             spark.stop()
         assert sum(r["count"] for r in got) == rows, "Spark and the plain reader disagree"
         assert sorted(map(tuple, kinds)) == sorted(map(tuple, got)), "projection changed rows"
         range_rows = sum(r["count"] for r in in_range)
         return SparkFigures(written, rows, size, plain.wall, full.wall, kinds_only.wall,
-                            in_range_t.wall, range_rows, export_s, parquet_bytes, parquet_s,
-                            plain.cpu, full.cpu, kinds_only.cpu, in_range_t.cpu, parquet_range_s)
+                            in_range_t.wall, range_rows, export.wall, parquet_bytes,
+                            parquet_s, plain.cpu, full.cpu, kinds_only.cpu, in_range_t.cpu,
+                            parquet_range_s)
     finally:
         if before is None:
             os.environ.pop("MQSTORE_CATALOGUE", None)

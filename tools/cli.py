@@ -299,12 +299,15 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
               f"{f.range_rows / f.spark_range_s:,.0f}")
     console.print(t)
     console.print("CPU s: user + system seconds of this process, the JVM and the Python "
-                  "workers during the query (0 off Linux)")
-    console.print(f"Parquet copy of the sealed segments: written in {f.parquet_export_s:.1f} s "
-                  f"(one process), {f.parquet_bytes / 1e6:,.0f} MB against the journal's "
-                  f"{f.bytes / 1e6:,.0f} MB; the same groupBy on it "
-                  f"{f.parquet_s:.1f} s against {f.spark_s:.1f} s on the journal; the LSN "
-                  f"range on it {f.parquet_range_s:.1f} s against {f.spark_range_s:.1f} s")
+                  "workers during the query (off Linux: this process only)")
+    if f.parquet_bytes:
+        console.print(f"Parquet copy of the sealed segments: written in "
+                      f"{f.parquet_export_s:.1f} s (one process), {f.parquet_bytes / 1e6:,.0f} "
+                      f"MB against the journal's {f.bytes / 1e6:,.0f} MB; the same groupBy on it "
+                      f"{f.parquet_s:.1f} s against {f.spark_s:.1f} s on the journal; the LSN "
+                      f"range on it {f.parquet_range_s:.1f} s against {f.spark_range_s:.1f} s")
+    else:
+        console.print("Parquet copy: none (a journal of one segment has no sealed segment)")
     cpu_ratio = f.range_cpu / f.spark_cpu if f.spark_cpu else float("nan")
     console.print(f"LSN range of 1% / full scan, CPU: {cpu_ratio:.3f} (target <= 0.05: "
                   f"{'ok' if cpu_ratio <= 0.05 else 'ABOVE'}); wall time: "

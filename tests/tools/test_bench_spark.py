@@ -3,6 +3,8 @@ share against its target (the runs themselves are the benchmark's, not the tests
 
 from __future__ import annotations
 
+import dataclasses
+
 from click.testing import CliRunner
 
 from mqstore.tools import bench_spark
@@ -25,3 +27,11 @@ def test_the_command_prints_cpu_and_the_ranges_share(monkeypatch) -> None:
         assert f"CPU: {range_cpu / 10.4:.3f} (target <= 0.05: {verdict})" in out, out
         for text in ("CPU s", "10.4", "384,808", "20,010"):
             assert text in out, text
+
+
+def test_a_journal_of_one_segment_says_it_has_no_parquet_copy(monkeypatch) -> None:
+    one = dataclasses.replace(_figures(0.31), parquet_bytes=0, parquet_export_s=0.1,
+                              parquet_s=0.0, parquet_range_s=0.0)
+    monkeypatch.setattr(bench_spark, "run", lambda records, master, d, progress: one)
+    out = CliRunner().invoke(main, ["bench", "spark"], env={"COLUMNS": "100"}).output
+    assert "Parquet copy: none" in out and "the same groupBy on it" not in out, out
