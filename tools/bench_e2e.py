@@ -15,8 +15,11 @@ workloads. Workloads:
 
 Peers: sqlite3 in WAL mode with ``synchronous=FULL`` (a row inserted, then selected and deleted,
 one operation per transaction or 100), always; persist-queue's ``SQLiteQueue`` (put, get) when
-the ``persist-queue`` package is installed (``pip install 'mqstore[bench]'``). A peer that is
-not installed is named as missing, not measured.
+the ``persist-queue`` package is installed (``pip install 'mqstore[bench]'``); RabbitMQ, on a
+private server the bench starts and stops, when ``rabbitmq-server`` and pika are installed
+(``tools/bench_rabbitmq.py``: confirm each one at a time, a confirm window of 100 with a consumer
+of prefetch 100 beside ``batch`` and ``async``, and alone beside ``send``). A peer that is not
+installed is named as missing, with what it lacks, not measured.
 """
 
 from __future__ import annotations
@@ -192,13 +195,33 @@ def persist_queue_one(directory: str, n: int) -> Optional[E2EFigure]:
     return E2EFigure("one", "persist-queue", n, c.wall, c.cpu)
 
 
+def rabbitmq(directory: str, one: int, messages: int, missing: List[str]) -> List[E2EFigure]:
+    """RabbitMQ's figures on a private server started in ``directory`` and stopped after:
+    ``one`` messages confirmed each, ``messages`` through a confirm window of 100 with a
+    consumer (the ``async`` and ``batch`` peer) and without (the ``send`` peer). Appends to
+    ``missing`` and returns [] when it is not installed."""
+    from .bench_rabbitmq import RabbitServer, missing_reason, rabbit_one, rabbit_window
+    why = missing_reason()
+    if why is not None:
+        missing.append(f"RabbitMQ ({why}: apt-get install rabbitmq-server; "
+                       f"pip install 'mqstore[bench]')")
+        return []
+    with RabbitServer(directory) as port:
+        n1, t1 = rabbit_one(port, one, BODY)
+        nw, tw = rabbit_window(port, messages, BODY, consume=True)
+        ns, ts = rabbit_window(port, messages, BODY, consume=False)
+    return [E2EFigure("one", "RabbitMQ confirm each", n1, t1.wall, t1.cpu),
+            E2EFigure("async", "RabbitMQ window 100", nw, tw.wall, tw.cpu),
+            E2EFigure("send", "RabbitMQ window 100", ns, ts.wall, ts.cpu)]
+
+
 @dataclass(frozen=True)
 class E2EResult:
     """Every figure of one run, and the fdatasync probe (ops/s) taken before them."""
 
     figures: List[E2EFigure]
     probe_ops: float
-    missing: List[str]  # peers not installed
+    missing: List[str]  # peers not installed, each "name (what to install)"
 
     def get(self, workload: str, system: str) -> Optional[E2EFigure]:
         return next((f for f in self.figures if f.workload == workload
@@ -238,9 +261,11 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
             got = step(where)
             shutil.rmtree(where, ignore_errors=True)
             if got is None:
-                missing.append(name.split(",")[0])
+                missing.append(f"{name.split(',')[0]} (pip install 'mqstore[bench]')")
             else:
                 figures.append(got)
+        progress("RabbitMQ...")
+        figures += rabbitmq(os.path.join(root, "rabbitmq"), one, messages, missing)
         return E2EResult(figures, probe, missing)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -282,12 +307,20 @@ def targets(result: E2EResult) -> List[Target]:
                    ratio(get("one", me), get("one", "persist-queue")), 1.0),
             Target(f"one, {me} / sqlite3 1/txn",
                    ratio(get("one", me), get("one", "sqlite3 1/txn")), None),
+            Target(f"one, {me} / RabbitMQ confirm each",
+                   ratio(get("one", me), get("one", "RabbitMQ confirm each")), 2.0),
             Target(f"batch, {me} / sqlite3 100/txn",
                    ratio(batch, get("batch", "sqlite3 100/txn")), 1.0),
+            Target(f"batch, {me} / RabbitMQ window 100",
+                   ratio(batch, get("async", "RabbitMQ window 100")), None),
             Target(f"batch, {me}: CPU µs/msg",
                    None if batch is None else batch.cpu_us, 15.0, at_most=True),
+            Target(f"async, {me} / RabbitMQ window 100",
+                   ratio(get("async", me), get("async", "RabbitMQ window 100")), 3.0),
             Target(f"async, {me} / journal",
                    ratio(get("async", me), get("journal", "journal")), 0.25)]
-    out.append(Target("send, mqstore / journal",
-                      ratio(get("send", "mqstore"), get("journal", "journal")), None))
+    out += [Target("send, mqstore / RabbitMQ window 100",
+                   ratio(get("send", "mqstore"), get("send", "RabbitMQ window 100")), None),
+            Target("send, mqstore / journal",
+                   ratio(get("send", "mqstore"), get("journal", "journal")), None)]
     return out

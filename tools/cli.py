@@ -87,8 +87,8 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
 @click.option("--messages", default=50_000, show_default=True,
               help="Messages in the batch and asyncio workloads (a tenth one at a time).")
 def bench_e2e(directory: Optional[str], messages: int) -> None:
-    """The broker end to end (send, receive, ack; durable 1 KiB messages) beside sqlite3 and
-    persist-queue, in one run, as ratios."""
+    """The broker end to end (send, receive, ack; durable 1 KiB messages) beside sqlite3,
+    persist-queue and RabbitMQ (a private server, when installed), in one run, as ratios."""
     from .bench_e2e import run, targets
 
     with console.status("fdatasync probe...") as status:
@@ -102,11 +102,13 @@ def bench_e2e(directory: Optional[str], messages: int) -> None:
                   if result.probe_ops else "")
     console.print(t)
     console.print(f"fdatasync probe just before: {result.probe_ops:,.0f} ops/s (1 KiB overwrite "
-                  f"+ fdatasync); CPU: this process's user + system time; sqlite3: WAL, "
-                  f"synchronous=FULL, insert then select and delete, n ops per transaction")
+                  f"+ fdatasync); CPU: this process tree's user + system time; sqlite3: WAL, "
+                  f"synchronous=FULL, insert then select and delete, n ops per transaction; "
+                  f"RabbitMQ: a private server, persistent messages, durable queue, its CPU "
+                  f"counted (the bench's child)")
     if result.missing:
-        console.print(f"not installed, not measured: {', '.join(result.missing)} "
-                      f"(pip install 'mqstore[bench]')", markup=False)
+        console.print(f"not installed, not measured: {'; '.join(result.missing)}",
+                      markup=False)
     console.print("workloads: one = one thread, send/receive/ack one at a time; batch = "
                   "batches of 100; async = 256 asyncio producers + 256 consumers (acked/s); "
                   "send = 256 producers only; journal = the journal's own durable appends "

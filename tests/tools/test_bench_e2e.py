@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from mqstore.tools import bench_e2e
 from mqstore.tools.bench_e2e import E2EFigure, E2EResult, targets
+from mqstore.tools.bench_rabbitmq import ConfirmWindow, missing_reason
 from mqstore.tools.cli import main
 
 
@@ -27,8 +28,35 @@ def test_a_small_run_moves_every_message_of_every_workload(tmp_path) -> None:
     assert result.probe_ops > 0
     has_pq = importlib.util.find_spec("persistqueue") is not None
     assert (("one", "persist-queue") in got) == has_pq
-    assert result.missing == ([] if has_pq else ["persist-queue"])
-    assert list(tmp_path.iterdir()) == []  # the stores are removed
+    has_rabbit = missing_reason() is None
+    for workload, n in (("one", 100), ("async", 512), ("send", 512)):
+        system = "RabbitMQ confirm each" if workload == "one" else "RabbitMQ window 100"
+        assert ((workload, system) in got) == has_rabbit
+        if has_rabbit:
+            assert got[(workload, system)].messages == n
+    named = [m.split(" (")[0] for m in result.missing]
+    assert named == ([] if has_pq else ["persist-queue"]) + ([] if has_rabbit else ["RabbitMQ"])
+    assert list(tmp_path.iterdir()) == []  # the stores (and RabbitMQ's data) are removed
+
+
+def test_rabbitmq_missing_is_named_with_what_to_install(monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("MQSTORE_RABBITMQ_SERVER", str(tmp_path / "no-such-server"))
+    missing: list = []
+    assert bench_e2e.rabbitmq(str(tmp_path), 10, 10, missing) == []
+    assert len(missing) == 1 and missing[0].startswith("RabbitMQ (")
+    assert "apt-get install rabbitmq-server" in missing[0]
+
+
+def test_a_confirm_window_settles_single_and_multiple_confirms() -> None:
+    w = ConfirmWindow(3)
+    for _ in range(3):
+        w.published()
+    assert w.room() == 0 and w.settled == 0
+    w.confirmed(2, multiple=False)  # out of order: 1 and 3 still in flight
+    assert w.room() == 1 and w.settled == 1
+    w.published()  # tag 4
+    w.confirmed(3, multiple=True)  # settles 1 and 3, not 4
+    assert w.pending == {4} and w.settled == 3 and w.room() == 2
 
 
 def fake() -> E2EResult:
@@ -37,8 +65,10 @@ def fake() -> E2EResult:
          E2EFigure("batch", "mqstore", 50_000, 2.5, 2.4),
          E2EFigure("batch", "sqlite3 100/txn", 50_000, 0.8, 0.4),
          E2EFigure("async", "mqstore", 50_000, 9.0, 9.0),
-         E2EFigure("journal", "journal", 600_000, 3.0, 3.0)]
-    return E2EResult(f, 7000.0, ["persist-queue"])
+         E2EFigure("journal", "journal", 600_000, 3.0, 3.0),
+         E2EFigure("one", "RabbitMQ confirm each", 2000, 2.0, 1.0),
+         E2EFigure("async", "RabbitMQ window 100", 50_000, 4.0, 4.0)]
+    return E2EResult(f, 7000.0, ["persist-queue (pip install 'mqstore[bench]')"])
 
 
 def test_targets_compare_figures_of_the_same_run() -> None:
@@ -50,6 +80,12 @@ def test_targets_compare_figures_of_the_same_run() -> None:
     assert abs(cpu.value - 48.0) < 1e-9 and cpu.verdict == "ABOVE"
     assert by_name["async, mqstore / journal"].verdict == "BELOW"
     assert by_name["async, mqstore, ack no wait / journal"].verdict == "not measured"
+    one_rabbit = by_name["one, mqstore / RabbitMQ confirm each"]  # 1,250 / 1,000 msg/s
+    assert abs(one_rabbit.value - 1.25) < 1e-9 and one_rabbit.verdict == "BELOW"
+    async_rabbit = by_name["async, mqstore / RabbitMQ window 100"]  # 5,556 / 12,500
+    assert abs(async_rabbit.value - 50_000 / 9.0 / 12_500) < 1e-9
+    assert async_rabbit.verdict == "BELOW"
+    assert by_name["send, mqstore / RabbitMQ window 100"].verdict == "not measured"
 
 
 def test_the_command_prints_figures_targets_and_what_is_missing(monkeypatch) -> None:
