@@ -148,10 +148,10 @@ class AsyncSession:
             raise timed_out(dest.address, len(pending), len(messages), timeout)
 
     def create_consumer(self, queue: str, window: int = 1000,
-                        selector: Optional[str] = None) -> AsyncConsumer:
-        """An ``AsyncConsumer`` on a queue or FQQN, with an optional selector (as
+                        selector: Optional[str] = None, prefetch: int = 0) -> AsyncConsumer:
+        """An ``AsyncConsumer`` on a queue or FQQN, with an optional selector and prefetch (as
         ``Session.create_consumer``)."""
-        return AsyncConsumer(self.session.create_consumer(queue, window, selector))
+        return AsyncConsumer(self.session.create_consumer(queue, window, selector, prefetch))
 
     async def commit(self) -> None:
         """Commit the transaction (one TX record)."""

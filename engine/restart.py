@@ -22,7 +22,8 @@ from mqstore.recovery import RefImage, StoreImage
 
 
 def end_open_deliveries(broker: BrokerCore) -> None:
-    """At close: cancel every unsettled delivery of every session, in consumption order
+    """At close: cancel every unsettled delivery of every session, and what its consumers
+    prefetched (``engine.prefetch``: delivery counts put back), in consumption order
     (``MessageRef.taken``). Nothing is done after a storage failure (recovery ends them at the
     next open)."""
     if broker.storage.failed:
@@ -30,6 +31,8 @@ def end_open_deliveries(broker: BrokerCore) -> None:
     try:
         with broker.lock:
             refs = [d._ref for s in broker.sessions for d in s.take_unsettled()]
+            refs += [r for s in broker.sessions for c in s.consumers
+                     for r in c.prefetched.drain()]
             ticket = cancel(broker, sorted(refs, key=lambda r: r.taken), delayed=False)
         broker.storage.wait(ticket)
     except BrokerFailedError:

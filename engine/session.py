@@ -34,6 +34,7 @@ from .names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destina
                     queue_reference)
 from .browser import Browser
 from .placement import body_of, check_sendable, must_wait
+from .prefetch import Prefetch
 from .queue import MessageRef, Queue
 from .selection import Selection
 from .values import TIME_MAX, check_bool, check_int, check_timeout
@@ -114,12 +115,13 @@ class Consumer:
     ``Session.create_consumer``."""
 
     def __init__(self, session: "Session", queue: Queue, window: int,
-                 selector: Optional[Filter] = None) -> None:
+                 selector: Optional[Filter] = None, prefetch: int = 0) -> None:
         self.session = session
         self.queue = queue
         self.window = window
         self.closed = False
         self.unacked: Dict[int, Delivery] = {}
+        self.prefetched = Prefetch(prefetch)  # taken ahead of the receives (engine.prefetch)
         self.waiting: List[Any] = []
         # non-destructive queues: per priority lane, the arrival number of the last one seen
         self.cursor: Dict[int, int] = {}
@@ -136,8 +138,15 @@ class Consumer:
         return None if self.selection is None else self.selection.filter.text
 
     def has_credit(self) -> bool:
-        """Whether the window allows one more delivery."""
-        return len(self.unacked) < self.window
+        """Whether the window allows one more delivery (prefetched ones count)."""
+        return len(self.unacked) + len(self.prefetched) < self.window
+
+    def _take_now(self, wanted: int, held: int = 0
+                  ) -> Tuple[List[MessageRef], Optional[Ticket]]:
+        """Up to ``wanted`` references ready now (lock held), prefetched ones first, within
+        the window less ``held`` the caller took already; and the ticket to wait on."""
+        room = self.window - len(self.unacked) - len(self.prefetched) - held
+        return self.prefetched.take(self.session.broker, self.queue, self, wanted, room)
 
     def receive(self, timeout: Optional[float] = None) -> Optional[Delivery]:
         """Wait up to ``timeout`` seconds (forever when ``None``) for a message.
@@ -171,11 +180,12 @@ class Consumer:
         broker = self.session.broker
         with broker.lock:
             self._check()
-            got = ops.deliver(broker, self.queue, self) if self.has_credit() else None
-            if got is None:
+            refs, ticket = self._take_now(1)
+            if not refs:
                 self.queue.waiters.append(waiter)
                 self.waiting.append(waiter)
-            return got
+                return None
+            return refs[0], ticket
 
     def _stop_waiting(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
         with self.session.broker.lock:
@@ -186,9 +196,10 @@ class Consumer:
 
     def receive_many(self, max_messages: int, timeout: Optional[float] = None
                      ) -> List[Delivery]:
-        """Take up to ``max_messages`` (bounded by the window) that are ready now, with one
-        journal write and one wait; when none is, wait up to ``timeout`` seconds for one,
-        then take the rest that are ready with it: one wait for durability in either case.
+        """Take up to ``max_messages`` (bounded by the window) that are ready now (prefetched
+        ones first), with one journal write and one wait; when none is, wait up to
+        ``timeout`` seconds for one, then take the rest that are ready with it: one wait for
+        durability in either case.
 
         Returns:
             The deliveries in queue order; empty on timeout.
@@ -202,9 +213,7 @@ class Consumer:
         broker = self.session.broker
         with broker.lock:
             self._check()
-            room = min(max_messages, self.window - len(self.unacked))
-            refs, ticket = ops.deliver_many(broker, self.queue, self, room) if room > 0 \
-                else ([], None)
+            refs, ticket = self._take_now(max_messages)
         if refs:  # ready now: one DELIVERY write and one wait for all of them
             broker.storage.wait(ticket)
             return [self._finish(r) for r in refs]
@@ -214,11 +223,10 @@ class Consumer:
         first, first_ticket = got
         refs, ticket = [], None
         with broker.lock:  # the rest; closed meanwhile: the first one alone is handed out
-            room = min(max_messages - 1, self.window - len(self.unacked) - 1)
             try:
                 self._check()
-                if room > 0:
-                    refs, ticket = ops.deliver_many(broker, self.queue, self, room)
+                if max_messages > 1:
+                    refs, ticket = self._take_now(max_messages - 1, held=1)
             except IllegalStateError:
                 pass
         broker.storage.wait(ticket)  # journal order: it covers the first one too,
@@ -269,7 +277,9 @@ class Consumer:
                 object.__setattr__(d, "state", "cancelled")
                 self.session.received.pop(id(d), None)
             self.unacked = {k: d for k, d in self.unacked.items() if d.state == "acked-in-tx"}
-            ticket = ops.cancel(broker, [d._ref for d in pending])
+            # never handed out: back first, so the unacked ones end up in front of them
+            ahead = ops.cancel(broker, self.prefetched.drain(), delayed=False)
+            ticket = ops.cancel(broker, [d._ref for d in pending]) or ahead
             if released:
                 ops.serve_waiters(broker, self.queue)
             autocreate.maybe_delete(broker, self.queue)
@@ -373,7 +383,7 @@ class Session:
 
     # -- consuming ----------------------------------------------------------------------------
     def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW,
-                        selector: Optional[str] = None) -> Consumer:
+                        selector: Optional[str] = None, prefetch: int = 0) -> Consumer:
         """A consumer on a queue (name, or FQQN ``address::queue``; Artemis addressing §4.7).
 
         Args:
@@ -383,25 +393,32 @@ class Session:
                 matches, in queue order (priority, then FIFO); the rest stay on the queue for
                 other consumers (Artemis ``createConsumer(queue, filter)``, a JMS message
                 selector). ``None`` or blank: every message.
+            prefetch: messages a receive may take ahead, beyond those it returns, within the
+                window, so that a backlog is read with one DELIVERY write and one wait per
+                ``prefetch + 1`` messages (Qpid's prefetch; ``engine.prefetch`` says what
+                happens to them at close and after a crash). 0 (the default): none.
 
         Raises:
             QueueNotFoundError, InvalidNameError, ResourceLimitError (max-consumers reached),
-            InvalidArgumentError (window not an int >= 1; ``FilterSyntaxError``: a selector
-            that does not parse), IllegalStateError. Nothing is created then.
+            InvalidArgumentError (window not an int >= 1, prefetch not an int >= 0;
+            ``FilterSyntaxError``: a selector that does not parse), IllegalStateError.
+            Nothing is created then.
         """
         check_int("window", window, 1, TIME_MAX)
+        check_int("prefetch", prefetch, 0, TIME_MAX)
         flt = parse_filter(selector, "selector")
         if isinstance(queue, str) and queue.startswith(MULTICAST_PREFIX) and \
                 FQQN_SEPARATOR not in queue:  # a topic consumer: a subscription of its own
             dest = parse_destination(queue, self.broker.settings.syntax)
-            return self.create_subscriber(dest.address, window=window, selector=selector)
+            return self.create_subscriber(dest.address, window=window, selector=selector,
+                                          prefetch=prefetch)
         q = self._resolve_queue(queue, create=True)
-        return self._attach(q, window, flt)
+        return self._attach(q, window, flt, prefetch)
 
     def create_subscriber(self, address: str, subscription: Optional[str] = None, *,
                           durable: bool = False, shared: bool = False,
                           selector: Optional[str] = None,
-                          window: int = DEFAULT_WINDOW) -> Consumer:
+                          window: int = DEFAULT_WINDOW, prefetch: int = 0) -> Consumer:
         """A topic subscriber on multicast address ``address``: it gets its own copy of every
         message sent there from now on, on a subscription queue (Artemis addressing §4.6, §4.15;
         ``engine.subscriptions``). ``create_consumer("multicast://address")`` makes a
@@ -419,15 +436,17 @@ class Session:
             selector: the subscription queue's filter: only matching messages are copied to
                 it. Subscribing again with another selector replaces an idle durable
                 subscription (its messages go).
+            window, prefetch: as ``create_consumer``'s.
 
         Raises:
             AddressNotFoundError, RoutingTypeError (not multicast), InvalidArgumentError (a
             durable non-shared subscription without client id, a shared one without a name, a
-            bad selector or window), QueueInUseError (the durable subscription is attached to
+            bad selector, window or prefetch), QueueInUseError (the durable subscription is attached to
             with another address or selector), ResourceLimitError (a non-shared subscription
             already has its consumer), IllegalStateError.
         """
         check_int("window", window, 1, TIME_MAX)
+        check_int("prefetch", prefetch, 0, TIME_MAX)
         check_bool("durable", durable)
         check_bool("shared", shared)
         parse_filter(selector, "selector")
@@ -436,7 +455,7 @@ class Session:
             self._check()
             q = subscriptions.subscribe(self.broker, client_id, address, subscription,
                                         durable, shared, selector)
-            return self._attach(q, window, None)
+            return self._attach(q, window, None, prefetch)
 
     def unsubscribe(self, subscription: str) -> None:
         """Delete durable subscription ``subscription`` (``client_id.subscription`` for this
@@ -451,7 +470,8 @@ class Session:
             self._check()
             subscriptions.unsubscribe(self.broker, client_id, subscription)
 
-    def _attach(self, q: Queue, window: int, flt: Optional[Filter]) -> Consumer:
+    def _attach(self, q: Queue, window: int, flt: Optional[Filter], prefetch: int = 0
+                ) -> Consumer:
         """A new consumer of ``q`` (max-consumers and exclusive ownership checked)."""
         with self.broker.lock:
             self._check()
@@ -462,7 +482,7 @@ class Session:
                     f"max-consumers ({q.config.max_consumers}) already",
                     hint="close one of its consumers first" if q.config.max_consumers else
                     "max-consumers 0: no consumer may attach (Artemis addressing §4.10)")
-            c = Consumer(self, q, window, flt)
+            c = Consumer(self, q, window, flt, prefetch)
             q.consumers.append(c)
             q.had_consumer = True
             q.auto_delete_at = None  # a delayed auto-delete is off: it is in use again

@@ -8,7 +8,8 @@ workloads. Workloads:
 - ``one``: one thread, one message at a time (send, receive, ack: each returns once durable);
 - ``batch``: one thread, batches of 100 (``send_many``, ``receive_many``, ``ack_many``), with
   the process's CPU time per message;
-- ``async``: 256 asyncio producers and 256 asyncio consumers (each acks what it receives);
+- ``async``: 256 asyncio producers and 256 asyncio consumers (each acks what it receives;
+  window 100, prefetch 99: ``engine.prefetch``);
 - ``send``: 256 asyncio producers only;
 - the journal's own durable appends from 256 asyncio tasks (``bench journal``'s figure), the
   ceiling the ``async`` workload is measured against.
@@ -122,7 +123,8 @@ def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -
                 await s.send("bench", Message(BODY))
 
         async def consume(s: AsyncSession, left: List[int]) -> None:
-            consumer = s.create_consumer("bench", window=BATCH)
+            # window 100 with a prefetch within it, as RabbitMQ's consumers' prefetch 100
+            consumer = s.create_consumer("bench", window=BATCH, prefetch=BATCH - 1)
             while left[0] > 0:
                 d = await consumer.receive(0.5)
                 if d is not None:

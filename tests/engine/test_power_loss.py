@@ -11,6 +11,9 @@ returned is only "maybe" until a later durable send returns (journal order makes
 then); in between a crash may bring the message back, flagged redelivered, never lose it. The
 journal's writer then takes crash states while the workload runs on, so what it observed is
 read under a lock.
+
+A quarter of the workloads' consumers prefetch (``prefetch=3``): references in delivery that
+no receive returned yet, which a crash must bring back (redelivered), never lose.
 """
 
 from __future__ import annotations
@@ -81,7 +84,8 @@ def run(seed: int, steps: int) -> int:
 
     fs.hook = hook
     session = broker.session(block_on_acknowledge=blocking)
-    consumer = session.create_consumer("q")
+    # a quarter of the workloads prefetch: messages in delivery the workload never received
+    consumer = session.create_consumer("q", prefetch=3 if seed % 4 == 3 else 0)
     held = []
     n = 0
     checked = paged_steps = 0

@@ -1,0 +1,181 @@
+"""A consumer's prefetch (``create_consumer(..., prefetch=N)``, ``engine.prefetch``): a backlog
+is read with one DELIVERY write per N + 1 messages, within the window; what the application
+never received goes back at close with its delivery count as it was, in consumption order; a
+crash brings it back flagged redelivered, never loses it."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import List, Tuple
+
+import pytest
+
+from mqstore.engine import (Broker, InvalidArgumentError, Message, PolicyType, QueueConfig,
+                            RoutingType)
+from mqstore.engine.aio import AsyncSession
+from mqstore.journal import SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
+
+
+def open_store(fs: SimulatedFileSystem, index: MemoryIndex, first: bool = False,
+               **queue: object) -> Broker:
+    broker = Broker.open("/s", fs=fs, index=index)
+    if first:
+        broker.create_address("a", [RoutingType.ANYCAST])
+        broker.create_queue(QueueConfig("q", "a", **queue))  # type: ignore[arg-type]
+    return broker
+
+
+def backlog(broker: Broker, n: int) -> None:
+    with broker.session() as s:
+        s.send_many("a", [Message(b"m%d" % i) for i in range(n)])
+
+
+def browse(broker: Broker) -> List[Tuple[bytes, int]]:
+    with broker.session() as s:
+        return [(m.message.body, m.delivery_count) for m in s.create_browser("q")]
+
+
+def records(broker: Broker) -> int:
+    return broker.statistics().journal.records
+
+
+def test_a_backlog_is_read_with_one_delivery_write_per_prefetch_plus_one() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        backlog(broker, 10)
+        with broker.session() as s:
+            c = s.create_consumer("q", window=100, prefetch=4)
+            before = records(broker)
+            got = [c.receive(1)]
+            assert records(broker) == before + 5  # five DELIVERY records, one write
+            assert broker.queue_info("q").delivering_count == 5
+            got += [c.receive(1) for _ in range(4)]
+            assert records(broker) == before + 5  # handed out from the buffer
+            got += [c.receive(1)]
+            assert records(broker) == before + 10
+            assert [d.message.body for d in got] == [b"m%d" % i for i in range(6)]
+            assert all(d.delivery_count == 1 for d in got)
+            s.ack_many(got)
+            assert broker.queue_info("q").message_count == 4
+
+
+def test_prefetch_stays_within_the_window() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        backlog(broker, 10)
+        with broker.session() as s:
+            c = s.create_consumer("q", window=3, prefetch=50)
+            a = c.receive(1)
+            assert broker.queue_info("q").delivering_count == 3
+            b, d = c.receive(1), c.receive(1)
+            assert c.receive_nowait() is None  # three held unacked: no credit left
+            a.ack()
+            e = c.receive(1)
+            assert [x.message.body for x in (a, b, d, e)] == [b"m0", b"m1", b"m2", b"m3"]
+            assert broker.queue_info("q").delivering_count == 3
+
+
+def test_receive_many_takes_the_prefetched_ones_first() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        backlog(broker, 8)
+        with broker.session() as s:
+            c = s.create_consumer("q", prefetch=3)
+            first = c.receive(1)
+            rest = c.receive_many(5, 1)
+            assert [d.message.body for d in [first] + rest] == [b"m%d" % i for i in range(6)]
+
+
+def test_closing_returns_what_was_never_received_with_its_count_as_it_was() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        backlog(broker, 6)
+        with broker.session() as s:
+            c = s.create_consumer("q", prefetch=5)
+            received = [c.receive(1), c.receive(1)]  # m2..m5 wait in the buffer
+            assert [d.message.body for d in received] == [b"m0", b"m1"]
+            c.close()
+            # consumption order: the two received (redelivered), then the four never seen
+            assert browse(broker) == [(b"m0", 1), (b"m1", 1), (b"m2", 0), (b"m3", 0),
+                                      (b"m4", 0), (b"m5", 0)]
+            again = s.create_consumer("q").receive_many(6, 1)
+            assert [(d.message.body, d.delivery_count) for d in again] == \
+                [(b"m0", 2), (b"m1", 2), (b"m2", 1), (b"m3", 1), (b"m4", 1), (b"m5", 1)]
+
+
+def test_a_clean_close_of_the_broker_keeps_the_counts_and_the_order() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index, first=True)
+    backlog(broker, 5)
+    s = broker.session()
+    c = s.create_consumer("q", prefetch=10)
+    assert c.receive(1).message.body == b"m0"
+    other = broker.session().create_consumer("q", prefetch=10)
+    assert other.receive_nowait() is None  # the first consumer holds all five
+    broker.close()
+    with open_store(fs, index) as again:
+        assert browse(again) == [(b"m0", 1), (b"m1", 0), (b"m2", 0), (b"m3", 0), (b"m4", 0)]
+
+
+def test_a_crash_brings_prefetched_messages_back_redelivered_never_lost() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index, first=True)
+    backlog(broker, 6)
+    c = broker.session().create_consumer("q", prefetch=3)
+    assert c.receive(1).message.body == b"m0"  # m1..m3 prefetched, m4 and m5 on the queue
+    crashed_fs, crashed_index = fs.crash(0), index.crash(random.Random(3))
+    broker.close()
+    with open_store(crashed_fs, crashed_index) as again:
+        # the DELIVERY records of all four were durable before m0 was handed out
+        assert browse(again) == [(b"m0", 1), (b"m1", 1), (b"m2", 1), (b"m3", 1), (b"m4", 0),
+                                 (b"m5", 0)]
+
+
+def test_a_prefetched_message_a_ring_removed_is_passed_over() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True, max_count=4, policy_type=PolicyType.RING) as broker:
+        backlog(broker, 4)
+        with broker.session() as s:
+            c = s.create_consumer("q", prefetch=3)
+            assert c.receive(1).message.body == b"m0"  # m1..m3 in the buffer
+            s.send("a", Message(b"m4"))  # the ring removes the oldest: m0, in delivery
+            s.send("a", Message(b"m5"))  # then m1, prefetched
+            got = [c.receive(1) for _ in range(4)]
+            assert [d.message.body for d in got] == [b"m2", b"m3", b"m4", b"m5"]
+
+
+def test_asyncio_consumers_prefetch_too() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        backlog(broker, 20)
+
+        async def main() -> List[bytes]:
+            s = AsyncSession(broker.session())
+            c = s.create_consumer("q", window=10, prefetch=9)
+            out = []
+            for i in range(20):
+                d = await c.receive(1)
+                assert d is not None
+                if i == 0:  # one receive took the window's worth
+                    assert broker.queue_info("q").delivering_count == 10
+                out.append(d.message.body)
+                await c.ack(d)
+            return out
+
+        before = records(broker)
+        assert asyncio.run(main()) == [b"m%d" % i for i in range(20)]
+        assert records(broker) == before + 40  # 20 DELIVERY records and 20 ACK records
+
+
+@pytest.mark.parametrize("bad", [-1, "2", 1.5, None])
+def test_a_bad_prefetch_is_refused_before_anything_is_made(bad: object) -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+        with broker.session() as s:
+            with pytest.raises(InvalidArgumentError):
+                s.create_consumer("q", prefetch=bad)  # type: ignore[arg-type]
+            with pytest.raises(InvalidArgumentError):
+                s.create_subscriber("a", prefetch=bad)  # type: ignore[arg-type]
+            assert broker.queue_info("q").consumer_count == 0
