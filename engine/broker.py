@@ -96,6 +96,7 @@ class Broker:
         self.queues: Dict[str, Queue] = {}
         self.queues_by_id: Dict[int, Queue] = {}
         self.closing = False
+        self.persist_delivery_count = True  # Broker.open's persist_delivery_count_before_...
         self.owners: Dict[str, object] = {}  # Qpid exclusive queues (engine.exclusive)
         self.sessions: List[object] = []
         self._reaper: Optional[threading.Thread] = None
@@ -124,7 +125,8 @@ class Broker:
              memory_budget: int = DEFAULT_BUDGET,
              global_max_size: int = UNLIMITED,
              progress: Optional[Progress] = None,
-             config: Optional[str] = None) -> "Broker":
+             config: Optional[str] = None,
+             persist_delivery_count_before_delivery: bool = True) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -161,6 +163,15 @@ class Broker:
                 settings (``address_settings`` entries of the same match win), wildcard
                 syntax and global-max-size apply, and its addresses and queues are created
                 when the store lacks them. Read and checked before the directory is touched.
+            persist_delivery_count_before_delivery: journal each delivery (its count) and wait
+                for it before a receive returns (True, the default): after a crash every
+                message a consumer may have seen comes back flagged redelivered. False (Artemis's
+                default): a delivery of a message already durable writes nothing and waits for
+                nothing; its count is journaled only when it comes back unsettled (release,
+                close, rollback), so after a crash a message handed out and not acked comes
+                back with the count of its last return (maybe not flagged redelivered), never
+                lost. A message whose own record is not durable yet is delivered as with True
+                (its DELIVERY record's wait covers it). docs/guarantees.md gives the costs.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -181,6 +192,8 @@ class Broker:
             address_settings, wildcard_syntax, global_max_size = open_arguments(
                 cfg, address_settings, wildcard_syntax, global_max_size)
         fs = fs or OsFileSystem()
+        check_bool("persist_delivery_count_before_delivery",
+                   persist_delivery_count_before_delivery)
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
         check_int("memory_budget", memory_budget, MIN_BUDGET, TIME_MAX)
@@ -196,6 +209,7 @@ class Broker:
             broker = cls(persistence, rec.report, wildcard_syntax, clock, memory_budget,
                          global_max_size, pages)
             broker._opened = opened
+            broker.persist_delivery_count = persist_delivery_count_before_delivery
             end_recovered_deliveries(broker, rec.image)
             broker.deliver_scheduled()  # times that passed while the store was closed
             for match, values in entries.items():
@@ -216,7 +230,8 @@ class Broker:
                             expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
                             rebuild_index=True, memory_budget=memory_budget,
                             global_max_size=global_max_size, progress=progress,
-                            config=config)
+                            config=config, persist_delivery_count_before_delivery=(
+                                persist_delivery_count_before_delivery))
         except BaseException:
             opened.release()
             raise

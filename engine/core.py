@@ -37,6 +37,8 @@ class BrokerCore(Protocol):
         wildcards: the wildcard addresses and what they match (``engine.wildcards``).
         storage: writes (append and fold), waits, fresh ids and the fail-stop state
             (``engine.storage.StorageManager``).
+        persist_delivery_count: journal a DELIVERY record before every hand-out (Artemis's
+            persist-delivery-count-before-delivery; ``engine.delivery.deliver_many``).
     """
 
     lock: threading.RLock
@@ -54,6 +56,7 @@ class BrokerCore(Protocol):
     owners: Dict[str, Any]
     wildcards: WildcardIndex
     storage: StorageManager
+    persist_delivery_count: bool
 
     def now_ms(self) -> int: ...
 

@@ -5,7 +5,9 @@ the lock) or ``None`` when nothing was journaled. Routing and placement are
 ``engine.placement``'s.
 
 - Delivery: the head goes to the consumer that asks, or to the consumer waiting longest; its
-  delivery count goes up and a DELIVERY record is journaled before it is handed out. A
+  delivery count goes up and a DELIVERY record is journaled before it is handed out (unless
+  the broker does not persist delivery counts before delivery and the message's record is
+  durable already: ``Broker.open``'s ``persist_delivery_count_before_delivery``). A
   consumer with a selector gets the first message its selector matches instead
   (``engine.selection``); the others stay for other consumers. Expired
   messages met on the way are expired (``engine.deadletter``). Non-destructive queues hand out
@@ -30,7 +32,7 @@ from .names import Destination
 from .placement import (ACK_BOUND, Placement, Removal, admission, chunks,
                         fitting_bound, forget, record_bound, route)
 from .queue import MessageRef, Queue
-from .refs import lane_in
+from .refs import lane_in, lsn_in
 from .scheduling import promote_due, redelivery_delay
 from mqstore.journal import RecordTooLargeError, Ticket
 from mqstore.journal.format import FRAME_OVERHEAD
@@ -113,6 +115,10 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     refs: List[MessageRef] = []
     records = []
     expired: List[MessageRef] = []
+    # without persist-delivery-count-before-delivery, a reference whose record is durable
+    # already (its order key's LSN at most the durable one; a head key, 0, does not say)
+    # is handed out with no record and no wait
+    durable = 0 if broker.persist_delivery_count else broker.storage.durable_lsn()
     while len(refs) < limit:
         if queue.non_destructive:
             ref = queue.peek_after(consumer.cursor)
@@ -146,7 +152,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
         broker.deliveries += 1
         ref.taken = broker.deliveries
         refs.append(ref)
-        if ref.journaled:
+        if ref.journaled and not 0 < lsn_in(ref.order) <= durable:
             records.append((RecordKind.DELIVERY,
                             schema.delivery(queue.id, ref.msg.mid, ref.delivery_count)))
     if expired:

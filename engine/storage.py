@@ -135,6 +135,10 @@ class StorageManager:
         """The largest record the journal takes, in bytes (what a batch of records is cut to)."""
         return self.persistence.journal.options.max_frame()
 
+    def durable_lsn(self) -> int:
+        """The LSN up to which every record is durable."""
+        return self.persistence.journal.durable_lsn
+
     def last_lsn(self) -> int:
         """The LSN of the last record written (durable or not)."""
         return self.persistence.journal.next_lsn - 1

@@ -64,22 +64,35 @@ class E2EFigure:
         return self.cpu_s / self.messages * 1e6 if self.messages else 0.0
 
 
-def _broker(directory: str) -> Broker:
-    broker = Broker.open(directory)
+@dataclass(frozen=True)
+class Variant:
+    """How the broker is set up: ``block``: acks wait for their fsync
+    (``block_on_acknowledge``); ``persist``: deliveries are journaled before hand-out
+    (``persist_delivery_count_before_delivery``)."""
+
+    name: str
+    block: bool = True
+    persist: bool = True
+
+
+DEFAULT = Variant("mqstore")
+VARIANTS = (DEFAULT, Variant("mqstore, ack no wait", block=False),
+            Variant("mqstore, Artemis defaults", block=False, persist=False))
+"""The broker as it is by default; with acks that do not wait; and as Artemis is by default
+(blockOnAcknowledge and persist-delivery-count-before-delivery both off)."""
+
+
+def _broker(directory: str, variant: Variant = DEFAULT) -> Broker:
+    broker = Broker.open(directory, persist_delivery_count_before_delivery=variant.persist)
     broker.create_address("bench")
     broker.create_queue(QueueConfig("bench", "bench"))
     return broker
 
 
-def _name(block: bool) -> str:
-    return "mqstore" if block else "mqstore, ack no wait"
-
-
-def mqstore_one(directory: str, n: int, block: bool = True) -> E2EFigure:
-    """Send, receive and ack ``n`` messages one at a time from one thread (``block``: each
-    ack waits for its fsync, else ``block_on_acknowledge=False``)."""
-    with _broker(directory) as broker:
-        session = broker.session(block_on_acknowledge=block)
+def mqstore_one(directory: str, n: int, variant: Variant = DEFAULT) -> E2EFigure:
+    """Send, receive and ack ``n`` messages one at a time from one thread."""
+    with _broker(directory, variant) as broker:
+        session = broker.session(block_on_acknowledge=variant.block)
         consumer = session.create_consumer("bench")
         with Timed() as c:
             for _ in range(n):
@@ -88,13 +101,13 @@ def mqstore_one(directory: str, n: int, block: bool = True) -> E2EFigure:
                 if d is None:
                     raise RuntimeError("a sent message was not delivered within 5 s")
                 d.ack()
-    return E2EFigure("one", _name(block), n, c.wall, c.cpu)
+    return E2EFigure("one", variant.name, n, c.wall, c.cpu)
 
 
-def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
+def mqstore_batch(directory: str, n: int, variant: Variant = DEFAULT) -> E2EFigure:
     """``n`` messages in batches of 100: ``send_many``, ``receive_many``, ``ack_many``."""
-    with _broker(directory) as broker:
-        session = broker.session(block_on_acknowledge=block)
+    with _broker(directory, variant) as broker:
+        session = broker.session(block_on_acknowledge=variant.block)
         consumer = session.create_consumer("bench", window=BATCH)
         batch = [Message(BODY) for _ in range(BATCH)]
         done = 0
@@ -109,15 +122,16 @@ def mqstore_batch(directory: str, n: int, block: bool = True) -> E2EFigure:
                     got += more
                 session.ack_many(got)
                 done += BATCH
-    return E2EFigure("batch", _name(block), done, c.wall, c.cpu)
+    return E2EFigure("batch", variant.name, done, c.wall, c.cpu)
 
 
-def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -> E2EFigure:
+def mqstore_async(directory: str, n: int, consumers: bool, variant: Variant = DEFAULT
+                  ) -> E2EFigure:
     """256 asyncio producers send ``n`` messages in all; with ``consumers``, 256 asyncio
     consumers receive and ack them (the figure counts acked messages), else sends only."""
     per_task = max(1, n // TASKS)
     total = per_task * TASKS
-    with _broker(directory) as broker:
+    with _broker(directory, variant) as broker:
         async def produce(s: AsyncSession) -> None:
             for _ in range(per_task):
                 await s.send("bench", Message(BODY))
@@ -136,13 +150,13 @@ def mqstore_async(directory: str, n: int, consumers: bool, block: bool = True) -
             left = [total]
             jobs = [produce(s) for s in sessions]
             if consumers:
-                jobs += [consume(AsyncSession(broker.session(block_on_acknowledge=block)), left)
+                jobs += [consume(AsyncSession(broker.session(block_on_acknowledge=variant.block)), left)
                          for _ in range(TASKS)]
             await asyncio.gather(*jobs)
 
         with Timed() as c:
             asyncio.run(main())
-    return E2EFigure("async" if consumers else "send", _name(block), total, c.wall, c.cpu)
+    return E2EFigure("async" if consumers else "send", variant.name, total, c.wall, c.cpu)
 
 
 def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
@@ -238,18 +252,16 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
     from .bench_journal import fdatasync_probe
     root = tempfile.mkdtemp(prefix="mqstore-e2e-", dir=directory)
     one = max(100, messages // 10)
+    def each(what: str, fn: Callable[[str, Variant], E2EFigure]) -> List:
+        return [(f"{v.name}, {what}", lambda d, v=v: fn(d, v)) for v in VARIANTS]
+
     steps: List = [
-        ("mqstore, one at a time", lambda d: mqstore_one(d, one)),
-        ("mqstore, one at a time, acks not waited", lambda d: mqstore_one(d, one, False)),
+        *each("one at a time", lambda d, v: mqstore_one(d, one, v)),
         ("persist-queue, one at a time", lambda d: persist_queue_one(d, one)),
         ("sqlite3, one op per transaction", lambda d: sqlite_queue(d, one, 1)),
-        ("mqstore, batches of 100", lambda d: mqstore_batch(d, messages)),
-        ("mqstore, batches of 100, acks not waited",
-         lambda d: mqstore_batch(d, messages, False)),
+        *each("batches of 100", lambda d, v: mqstore_batch(d, messages, v)),
         ("sqlite3, 100 ops per transaction", lambda d: sqlite_queue(d, messages, BATCH)),
-        ("mqstore, 256 producers + 256 consumers", lambda d: mqstore_async(d, messages, True)),
-        ("mqstore, 256 + 256, acks not waited",
-         lambda d: mqstore_async(d, messages, True, False)),
+        *each("256 producers + 256 consumers", lambda d, v: mqstore_async(d, messages, True, v)),
         ("mqstore, 256 producers", lambda d: mqstore_async(d, messages, False)),
         ("the journal, 256 asyncio appenders", lambda d: journal_ceiling(d, 3.0)),
     ]
@@ -294,17 +306,17 @@ class Target:
 
 
 def targets(result: E2EResult) -> List[Target]:
-    """The run's ratios against issue 16's targets, for the broker as it is by default and
-    with acks that do not wait (``block_on_acknowledge=False``)."""
+    """The run's ratios against issue 16's targets, for each of ``VARIANTS`` (the ratios with
+    no target: for the default one only)."""
     def ratio(a: Optional[E2EFigure], b: Optional[E2EFigure]) -> Optional[float]:
         return a.rate / b.rate if a is not None and b is not None and b.rate else None
 
     get = result.get
     out = []
-    for block in (True, False):
-        me = _name(block)
+    for v in VARIANTS:
+        me = v.name
         batch = get("batch", me)
-        out += [
+        mine = [
             Target(f"one, {me} / persist-queue",
                    ratio(get("one", me), get("one", "persist-queue")), 1.0),
             Target(f"one, {me} / sqlite3 1/txn",
@@ -321,6 +333,7 @@ def targets(result: E2EResult) -> List[Target]:
                    ratio(get("async", me), get("async", "RabbitMQ window 100")), 3.0),
             Target(f"async, {me} / journal",
                    ratio(get("async", me), get("journal", "journal")), 0.25)]
+        out += [t for t in mine if v is DEFAULT or t.bound is not None]
     out += [Target("send, mqstore / RabbitMQ window 100",
                    ratio(get("send", "mqstore"), get("send", "RabbitMQ window 100")), None),
             Target("send, mqstore / journal",

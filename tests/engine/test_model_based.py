@@ -26,7 +26,8 @@ from typing import Dict, List, Optional, Tuple
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+                                 rule)
 import pytest
 
 from mqstore.engine import (AddressSettings, Broker, IllegalStateError, Message, PolicyType,
@@ -74,6 +75,7 @@ class Held:
     tx: bool = False
     acked_in_tx: bool = False
     gone: bool = False  # a Qpid ring removed it while in delivery: settling does nothing
+    journaled: bool = True  # its delivery count was journaled before it was handed out
 
 
 @dataclass
@@ -131,11 +133,27 @@ class BrokerMachine(RuleBasedStateMachine):
 
     BUDGET = 64 << 20  # the default: nothing pages at these sizes
 
+    persist = True  # persist_delivery_count_before_delivery (drawn: choose_persistence)
+
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
                            checkpoint_records=40, memory_budget=self.BUDGET,
                            clock=lambda: self.now,
-                           address_settings={"a": AddressSettings(**A_SETTINGS)})
+                           address_settings={"a": AddressSettings(**A_SETTINGS)},
+                           persist_delivery_count_before_delivery=self.persist)
+
+    @initialize(persist=st.booleans())
+    def choose_persistence(self, persist: bool) -> None:
+        """Without persist-delivery-count-before-delivery, a delivery of a message whose
+        record is durable (every one here but those a due step put on a head) journals
+        nothing: a crash brings it back with the count of its last return."""
+        if persist:
+            return
+        self.persist = False
+        self.broker.close()
+        self.broker = self._open()
+        setup(self.broker, False)  # the non-durable queue again
+        self._open_sessions()
 
     def _open_sessions(self) -> None:
         self.session = self.broker.session()
@@ -224,6 +242,9 @@ class BrokerMachine(RuleBasedStateMachine):
         event("last-node mode entered")
         moved = [i for i in m.queues["a1"] if not i.durable]
         m.queues["a1"] = [i for i in m.queues["a1"] if i.durable] + moved  # to the tail
+        for h in m.held:  # forcing journals a DELIVERY record for each one in delivery
+            if h.queue == "a1" and not h.item.durable:
+                h.journaled = True
         forced = moved + [h.item for h in m.held if h.queue == "a1" and not h.item.durable] + \
             [i for _at, i in sorted(m.scheduled["a1"], key=lambda x: (x[0], x[1].sort_key()))
              if not i.durable]
@@ -365,7 +386,9 @@ class BrokerMachine(RuleBasedStateMachine):
         assert d.message.body == item.body
         assert d.delivery_count == item.dc
         assert d.redelivered == (item.dc > 1)
-        self.model.held.append(Held(queue, item, d, tx))
+        # a head key (a due step's) says nothing of the record's durability: journaled
+        journaled = self.persist or item.order[:1] == (0,)
+        self.model.held.append(Held(queue, item, d, tx, journaled=journaled))
 
     @rule(queue=st.sampled_from(QUEUES))
     def receive(self, queue: str) -> None:
@@ -523,6 +546,13 @@ class BrokerMachine(RuleBasedStateMachine):
         for q in ALL:
             m.queues[q] = [i for i in m.queues[q] if i.durable and q != "t2"]
             m.scheduled[q] = [x for x in m.scheduled[q] if x[1].durable and q != "t2"]
+        if any(not h.journaled for h in m.held):
+            event("crash with a delivery whose count was not journaled")
+        for h in [h for h in m.held if not h.journaled]:  # on its queue as journaled: the
+            m.held.remove(h)  # count of its last return, and no policy meets it
+            if not h.gone:
+                h.item.dc -= 1
+                m.queues[h.queue].append(h.item)
         self._return(list(m.held), delayed=False)
         self.broker.close()
         self.fs, self.index = crashed, index
@@ -574,8 +604,8 @@ class BrokerMachine(RuleBasedStateMachine):
     @invariant()
     def browse_matches(self) -> None:
         for q in ("a1", "t1", "ring", "lvq", "lb", "lg", "ls", "lf"):
-            seen = [m.message.body for m in self.session.create_browser(q)]
-            assert seen == [i.body for i in self.model.queues[q]], q
+            seen = [(m.message.body, m.delivery_count) for m in self.session.create_browser(q)]
+            assert seen == [(i.body, i.dc) for i in self.model.queues[q]], q
 
     def teardown(self) -> None:
         self.broker.close()
@@ -631,7 +661,8 @@ class AddressPagingMachine(BrokerMachine):
                            address_settings={"a": AddressSettings(max_size_messages=2,
                                                                   **A_SETTINGS),
                                              "t": AddressSettings(max_size_bytes=8)},
-                           clock=lambda: self.now)
+                           clock=lambda: self.now,
+                           persist_delivery_count_before_delivery=self.persist)
 
     @invariant()
     def paging_adds_up(self) -> None:

@@ -18,6 +18,9 @@ def test_a_small_run_moves_every_message_of_every_workload(tmp_path) -> None:
     result = bench_e2e.run(str(tmp_path), 512, lambda m: None)
     got = {(f.workload, f.system): f for f in result.figures}
     for workload, system, n in (("one", "mqstore", 100), ("one", "mqstore, ack no wait", 100),
+                                ("one", "mqstore, Artemis defaults", 100),
+                                ("batch", "mqstore, Artemis defaults", 600),
+                                ("async", "mqstore, Artemis defaults", 512),
                                 ("one", "sqlite3 1/txn", 100),
                                 ("batch", "mqstore", 600), ("batch", "sqlite3 100/txn", 600),
                                 ("async", "mqstore", 512), ("async", "mqstore, ack no wait", 512),
