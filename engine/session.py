@@ -441,9 +441,9 @@ class Session:
         Raises:
             AddressNotFoundError, RoutingTypeError (not multicast), InvalidArgumentError (a
             durable non-shared subscription without client id, a shared one without a name, a
-            bad selector, window or prefetch), QueueInUseError (the durable subscription is attached to
-            with another address or selector), ResourceLimitError (a non-shared subscription
-            already has its consumer), IllegalStateError.
+            bad selector, window or prefetch), QueueInUseError (the durable subscription is
+            attached to with another address or selector), ResourceLimitError (a non-shared
+            subscription already has its consumer), IllegalStateError.
         """
         check_int("window", window, 1, TIME_MAX)
         check_int("prefetch", prefetch, 0, TIME_MAX)

@@ -150,8 +150,8 @@ def mqstore_async(directory: str, n: int, consumers: bool, variant: Variant = DE
             left = [total]
             jobs = [produce(s) for s in sessions]
             if consumers:
-                jobs += [consume(AsyncSession(broker.session(block_on_acknowledge=variant.block)), left)
-                         for _ in range(TASKS)]
+                jobs += [consume(AsyncSession(broker.session(
+                    block_on_acknowledge=variant.block)), left) for _ in range(TASKS)]
             await asyncio.gather(*jobs)
 
         with Timed() as c:
