@@ -126,7 +126,7 @@ class Broker:
              global_max_size: int = UNLIMITED,
              progress: Optional[Progress] = None,
              config: Optional[str] = None,
-             persist_delivery_count_before_delivery: bool = True) -> "Broker":
+             persist_delivery_count_before_delivery: Optional[bool] = None) -> "Broker":
         """Open (creating when missing) the store in ``directory`` and recover it.
 
         Args:
@@ -172,6 +172,8 @@ class Broker:
                 back with the count of its last return (maybe not flagged redelivered), never
                 lost. A message whose own record is not durable yet is delivered as with True
                 (its DELIVERY record's wait covers it). docs/guarantees.md gives the costs.
+                ``None``: the configuration file's ``persist-delivery-count-before-delivery``,
+                else True.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -189,8 +191,12 @@ class Broker:
         """
         cfg = load_config(config) if config is not None else None
         if cfg is not None:
-            address_settings, wildcard_syntax, global_max_size = open_arguments(
-                cfg, address_settings, wildcard_syntax, global_max_size)
+            address_settings, wildcard_syntax, global_max_size, \
+                persist_delivery_count_before_delivery = open_arguments(
+                    cfg, address_settings, wildcard_syntax, global_max_size,
+                    persist_delivery_count_before_delivery)
+        elif persist_delivery_count_before_delivery is None:
+            persist_delivery_count_before_delivery = True
         fs = fs or OsFileSystem()
         check_bool("persist_delivery_count_before_delivery",
                    persist_delivery_count_before_delivery)

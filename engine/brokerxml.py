@@ -12,7 +12,8 @@ manual's callout numbers after a tag. What it reads:
   addressing §4.2-4.11;
 - ``<address-settings>``/``<address-setting match>`` (every ``AddressSettings`` field, in
   Artemis's element names), Artemis addressing §4.17;
-- ``<wildcard-addresses>`` (Artemis addressing §4.17), ``<global-max-size>``, and the routing
+- ``<wildcard-addresses>`` (Artemis addressing §4.17), ``<global-max-size>``,
+  ``<persist-delivery-count-before-delivery>``, and the routing
   prefixes of ``<acceptor>`` URLs (Artemis addressing §4.13: mqstore's are always ``anycast://`` and
   ``multicast://``).
 
@@ -126,8 +127,8 @@ def _container(elem: Any, path: str, raw: Raw, notes: List[str]) -> None:
             raw["wildcard-addresses"] = _leaves(child, here, ("enabled", "routing-enabled",
                                                               "delimiter", "any-words",
                                                               "single-word"), set(), notes)
-        elif tag == "global-max-size":
-            raw["global-max-size"] = (child.text or "").strip()
+        elif tag in ("global-max-size", "persist-delivery-count-before-delivery"):
+            raw[tag] = (child.text or "").strip()
         elif tag == "acceptor":
             _acceptor(child, here, raw, notes)
         elif isinstance(child.tag, str):  # (not a comment)

@@ -9,8 +9,9 @@ Both say the same things in the same words (Artemis's element names):
   the addresses of its ``broker.xml`` at start (Artemis addressing §4.2-4.11);
 - ``address-settings``: an entry per match pattern, each element an ``AddressSettings`` field
   (Artemis addressing §4.17; journaled at open when it differs from the stored one);
-- ``wildcard-addresses`` (``delimiter``, ``any-words``, ``single-word``) and
-  ``global-max-size`` (bytes; Artemis's notation: ``100MB``, ``1GiB``, 1024-based).
+- ``wildcard-addresses`` (``delimiter``, ``any-words``, ``single-word``),
+  ``global-max-size`` (bytes; Artemis's notation: ``100MB``, ``1GiB``, 1024-based) and
+  ``persist-delivery-count-before-delivery`` (``Broker.open``'s argument of that name).
 
 The TOML form::
 
@@ -91,8 +92,9 @@ class BrokerConfig:
     Attributes:
         source: the file it came from. address_settings: entries by match pattern.
         addresses: the addresses and queues to have. wildcard_syntax: ``None`` when not set.
-        global_max_size: bytes, ``None`` when not set. notes: what it says that mqstore
-            does not apply (an element, where, why).
+        global_max_size: bytes, ``None`` when not set. persist_delivery_count: Artemis's
+            persist-delivery-count-before-delivery, ``None`` when not set. notes: what it
+            says that mqstore does not apply (an element, where, why).
     """
 
     source: str
@@ -101,6 +103,7 @@ class BrokerConfig:
     wildcard_syntax: Optional[WildcardSyntax]
     global_max_size: Optional[int]
     notes: Tuple[str, ...]
+    persist_delivery_count: Optional[bool] = None
 
 
 def load_config(path: str) -> BrokerConfig:
@@ -144,7 +147,8 @@ def from_mapping(data: Mapping[str, Any], source: str = "configuration") -> Brok
     docstring), checked. Raises ConfigError."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, "", "a table of sections is needed")
-    known = ("global-max-size", "wildcard-addresses", "address-settings", "addresses")
+    known = ("global-max-size", "persist-delivery-count-before-delivery",
+             "wildcard-addresses", "address-settings", "addresses")
     for key in data:
         if key not in known:
             raise ConfigError(source, str(key), f"unknown key (known: {', '.join(known)})")
@@ -167,6 +171,7 @@ def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfi
     addresses = tuple(_address(name, entry, checked, source)
                       for name, entry in _table(raw, "addresses", source).items())
     gms = raw.get("global-max-size")
+    pdc = raw.get("persist-delivery-count-before-delivery")
     for key, (value, where) in raw.get("prefixes", {}).items():
         ours = MULTICAST_PREFIX if key == "multicastPrefix" else \
             next(p for p, rt in PREFIXES.items() if rt == RoutingType.ANYCAST)
@@ -176,7 +181,8 @@ def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfi
     return BrokerConfig(source, settings, addresses, syntax,
                         None if gms is None else _number(gms, int, "global-max-size", source,
                                                          True),
-                        tuple(notes))
+                        tuple(notes), None if pdc is None else _bool(
+                            pdc, "persist-delivery-count-before-delivery", source))
 
 
 def _table(raw: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
@@ -310,15 +316,18 @@ def _number(value: Any, kind: type, where: str, source: str, size: bool = False)
 
 
 def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str, Any]],
-                   syntax: WildcardSyntax, global_max_size: int
-                   ) -> Tuple[Dict[str, Any], WildcardSyntax, int]:
+                   syntax: WildcardSyntax, global_max_size: int,
+                   persist_delivery_count: Optional[bool] = None
+                   ) -> Tuple[Dict[str, Any], WildcardSyntax, int, bool]:
     """What ``Broker.open`` uses with ``config`` and its own arguments: the file's settings
-    overlaid by ``address_settings`` entries of the same match, the file's syntax and
-    ``global-max-size`` unless the arguments set others.
+    overlaid by ``address_settings`` entries of the same match, the file's syntax,
+    ``global-max-size`` and ``persist-delivery-count-before-delivery`` unless the arguments
+    set others (``persist_delivery_count``: ``None`` when the caller did not say; the
+    default is True).
 
     Raises:
-        ConfigError: the arguments set a wildcard syntax or global-max-size other than the
-            file's.
+        ConfigError: the arguments set a wildcard syntax, global-max-size or
+            persist-delivery-count-before-delivery other than the file's.
     """
     settings: Dict[str, Any] = {**config.address_settings, **(address_settings or {})}
     if config.wildcard_syntax is not None:
@@ -331,7 +340,14 @@ def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str,
             raise ConfigError(config.source, "global-max-size", "Broker.open was given "
                               "another global_max_size")
         global_max_size = config.global_max_size
-    return settings, syntax, global_max_size
+    if config.persist_delivery_count is not None:
+        if persist_delivery_count not in (None, config.persist_delivery_count):
+            raise ConfigError(config.source, "persist-delivery-count-before-delivery",
+                              "Broker.open was given another "
+                              "persist_delivery_count_before_delivery")
+        persist_delivery_count = config.persist_delivery_count
+    return settings, syntax, global_max_size, \
+        True if persist_delivery_count is None else persist_delivery_count
 
 
 def deploy(broker: Any, config: BrokerConfig) -> List[str]:

@@ -58,6 +58,9 @@ def register_config(main: click.Group) -> None:
                        f"{s.any_words!r}, single-word {s.single_word!r}")
         if cfg.global_max_size is not None:
             click.echo(f"global-max-size: {cfg.global_max_size:,} bytes")
+        if cfg.persist_delivery_count is not None:
+            click.echo("persist-delivery-count-before-delivery: "
+                       f"{str(cfg.persist_delivery_count).lower()}")
         for note in cfg.notes:
             click.echo(f"not applied: {note}", err=True)
         click.echo(f"{path}: ok ({len(cfg.addresses)} addresses, "

@@ -116,10 +116,31 @@ def test_a_message_not_yet_durable_is_handed_out_only_once_it_is() -> None:
         assert got[0][1] >= message_lsn  # durable before the receive returned
 
 
-@pytest.mark.parametrize("bad", [0, "no", None])
+@pytest.mark.parametrize("bad", [0, "no", 1.0])
 def test_a_flag_that_is_not_a_bool_is_refused_before_the_directory_is_touched(
         tmp_path, bad: object) -> None:
     with pytest.raises(InvalidArgumentError):
         Broker.open(str(tmp_path / "s"),
                     persist_delivery_count_before_delivery=bad)  # type: ignore[arg-type]
     assert not (tmp_path / "s").exists()
+
+
+@pytest.mark.parametrize("name, text", [
+    ("broker.xml", "<core><persist-delivery-count-before-delivery>false"
+                   "</persist-delivery-count-before-delivery></core>"),
+    ("mqstore.toml", "persist-delivery-count-before-delivery = false\n")])
+def test_the_configuration_file_says_it_and_the_arguments_must_agree(
+        tmp_path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with Broker.open(str(tmp_path / "s"), config=str(path)) as broker:
+        broker.create_address("a")
+        broker.create_queue(QueueConfig("q", "a"))
+        with broker.session() as s:
+            s.send("a", Message(b"m0"))
+            before = records(broker)
+            assert s.create_consumer("q").receive(1) is not None
+            assert records(broker) == before  # no DELIVERY record: the file's false applies
+    with pytest.raises(InvalidArgumentError, match="persist_delivery_count_before_delivery"):
+        Broker.open(str(tmp_path / "s"), config=str(path),
+                    persist_delivery_count_before_delivery=True)
