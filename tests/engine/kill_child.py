@@ -4,7 +4,9 @@
 Prints ``s N`` before sending message N and ``S N`` once the send returned (durable); ``D N C``
 after receiving N with delivery count C; ``a N`` before acking and ``A N`` once the ack returned
 (durable); with acks that do not block (``block_on_acknowledge=False``), ``N K`` once the ack
-returned (journaled, durable once a send that starts after it returns).
+returned (journaled, durable once a send that starts after it returns). With ``persist`` false
+the broker does not journal deliveries of durable messages before hand-out
+(``persist_delivery_count_before_delivery=False``).
 """
 
 from __future__ import annotations
@@ -27,12 +29,14 @@ def say(line: str) -> None:
         sys.stdout.flush()
 
 
-def main(directory: str, start: int, seed: int, budget: int, block: bool) -> None:
+def main(directory: str, start: int, seed: int, budget: int, block: bool, persist: bool
+         ) -> None:
     rng = random.Random(seed)
     paging = AddressSettings(max_size_messages=3) if budget < 65536 else AddressSettings()
     broker = Broker.open(directory, journal_options=JournalOptions(segment_size=128 * 1024),
                          checkpoint_records=500, memory_budget=budget,
-                         address_settings={"a": paging})
+                         address_settings={"a": paging},
+                         persist_delivery_count_before_delivery=persist)
     try:
         broker.create_address("a", {RoutingType.ANYCAST})
         broker.create_queue(QueueConfig("q", "a"))
@@ -73,4 +77,4 @@ def main(directory: str, start: int, seed: int, budget: int, block: bool) -> Non
 
 if __name__ == "__main__":
     main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]),
-         sys.argv[5] == "1")
+         sys.argv[5] == "1", sys.argv[6] == "1")
