@@ -22,7 +22,10 @@ What the application never received goes back as it was:
   to return.
 
 A reference a Qpid ring removed while it sat in the buffer is passed over (the application
-never learns of it, as in Qpid, where the ring takes it from the consumer's credit).
+never learns of it, as in Qpid, where the ring takes it from the consumer's credit). One whose
+message expired while it sat there is expired when a receive reaches it (its expiry address
+gets it, ``engine.deadletter``), not handed out: Artemis's client does the same with expired
+messages in its buffer.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any, Deque, List, Optional, Tuple
 
 from . import delivery as ops
 from .core import BrokerCore
+from .deadletter import expire_now
 from .queue import MessageRef, Queue
 from mqstore.journal import Ticket
 
@@ -66,11 +70,20 @@ class Prefetch:
         """
         refs: List[MessageRef] = []
         ticket: Optional[Ticket] = None
+        now = broker.now_ms() if self._held else 0
+        expired: List[MessageRef] = []
         while self._held and len(refs) < wanted:
             ref, t = self._held.popleft()
-            if ops.in_delivery(ref):
-                refs.append(ref)
-                ticket = t or ticket
+            if not ops.in_delivery(ref):
+                continue
+            if ref.msg.expiration and ref.msg.expiration <= now:
+                queue.settle(ref)  # out of delivery; expired below, as deliver_many does
+                expired.append(ref)
+                continue
+            refs.append(ref)
+            ticket = t or ticket
+        if expired:
+            expire_now(broker, expired)
         want = wanted - len(refs)
         if want > 0 and room > 0:
             ahead = 0 if queue.non_destructive else self.size

@@ -146,6 +146,24 @@ def test_a_prefetched_message_a_ring_removed_is_passed_over() -> None:
             assert [d.message.body for d in got] == [b"m2", b"m3", b"m4", b"m5"]
 
 
+def test_a_prefetched_message_that_expires_in_the_buffer_is_expired_not_handed_out() -> None:
+    now = [1_700_000_000_000]
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = Broker.open("/s", fs=fs, index=index, clock=lambda: now[0], expiry_scan_ms=0)
+    with broker:
+        broker.create_address("a", [RoutingType.ANYCAST])
+        broker.create_queue(QueueConfig("q", "a"))
+        with broker.session() as s:
+            s.send_many("a", [Message(b"m0"), Message(b"m1", expiration=now[0] + 1000),
+                              Message(b"m2")])
+            c = s.create_consumer("q", prefetch=2)
+            assert c.receive(1).message.body == b"m0"  # m1 and m2 in the buffer
+            now[0] += 2000
+            assert c.receive(1).message.body == b"m2"
+            info = broker.queue_info("q")
+            assert (info.messages_expired, info.message_count) == (1, 2)  # m0, m2 unacked
+
+
 def test_asyncio_consumers_prefetch_too() -> None:
     fs, index = SimulatedFileSystem(), MemoryIndex()
     with open_store(fs, index, first=True) as broker:
