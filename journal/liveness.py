@@ -135,7 +135,8 @@ class Liveness:
             if not stored:
                 self.dirty_dead.add(loc.segment)
             stored = False  # tombstones freed on the way are new marks
-            if info.count == len(info.dead):
+            # the byte sums first: a bitmap's len() walks its containers, once per record
+            if info.dead_bytes >= info.total_bytes and info.count == len(info.dead):
                 self.maybe_empty.add(loc.segment)
             for tomb in list(self.by_target.get(loc, ())):
                 if tomb.segment == loc.segment:
