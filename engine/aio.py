@@ -55,22 +55,35 @@ class AsyncConsumer:
     async def receive(self, timeout: Optional[float] = None) -> Optional[Delivery]:
         """A ``Delivery``, or ``None`` after ``timeout`` seconds (forever when ``None``).
 
+        A receive that is cancelled (``task.cancel()``, an outer ``asyncio.wait_for``) hands
+        nothing out and loses nothing: a message it had taken already waits in the consumer's
+        prefetch buffer (``engine.prefetch``) for the next receive, or goes back to the queue
+        with its delivery count as it was when the consumer closes.
+
         Raises:
             InvalidArgumentError: ``timeout`` is not None or seconds >= 0 (nothing taken).
+            CancelledError: the task was cancelled (nothing handed out).
         """
         timeout = check_timeout(timeout)
         c = self.consumer
         waiter = _AsyncWaiter(c, asyncio.get_running_loop())
         got = c._take_or_wait(waiter)
-        if got is None:
-            try:
-                await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
-            except asyncio.TimeoutError:
-                pass
-            got = c._stop_waiting(waiter)
+        try:
             if got is None:
-                return None
-        await c.session.broker.storage.wait_async(got[1])
+                try:
+                    async with asyncio.timeout(timeout):
+                        await waiter.future
+                except TimeoutError:
+                    pass
+                got = c._stop_waiting(waiter)
+                if got is None:
+                    return None
+            await c.session.broker.storage.wait_async(got[1])
+        except asyncio.CancelledError:
+            got = got or c._stop_waiting(waiter)
+            if got is not None:
+                c._keep_for_later(*got)
+            raise
         return c._finish(got[0])
 
     async def ack(self, delivery: Delivery) -> None:

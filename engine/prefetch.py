@@ -74,7 +74,7 @@ class Prefetch:
         expired: List[MessageRef] = []
         while self._held and len(refs) < wanted:
             ref, t = self._held.popleft()
-            if not ops.in_delivery(ref):
+            if not queue.non_destructive and not ops.in_delivery(ref):
                 continue
             if ref.msg.expiration and ref.msg.expiration <= now:
                 queue.settle(ref)  # out of delivery; expired below, as deliver_many does
@@ -93,13 +93,21 @@ class Prefetch:
             ticket = t or ticket
         return refs, ticket
 
+    def keep(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
+        """Put ``ref``, taken for a receive that did not hand it out, first (lock held)."""
+        self._held.appendleft((ref, ticket))
+
     def drain(self) -> List[MessageRef]:
         """Empty the buffer (lock held): the references still in delivery, oldest first, each
         with its delivery count back to what it was before it was taken; the caller cancels
-        them to their queues (``delivery.cancel``, without redelivery delay)."""
+        them to their queues (``delivery.cancel``, without redelivery delay). A
+        non-destructive queue's (one a cancelled receive kept) only gets its count back:
+        nothing was taken off that queue."""
         out = []
         for ref, _t in self._held:
-            if ops.in_delivery(ref):
+            if ref.queue.non_destructive:
+                ref.delivery_count -= 1
+            elif ops.in_delivery(ref):
                 ref.delivery_count -= 1
                 out.append(ref)
         self._held.clear()

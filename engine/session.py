@@ -26,8 +26,8 @@ from . import exclusive as _exclusive
 from . import subscriptions
 from .deadletter import move_out
 from .addressfull import deadline_of, timed_out
-from .errors import (IllegalStateError, InvalidArgumentError, QueueNotFoundError,
-                     ResourceLimitError)
+from .errors import (IllegalStateError, InvalidArgumentError, MqStoreError,
+                     QueueNotFoundError, ResourceLimitError)
 from .filters import Filter, parse_filter
 from .model import Message, QueueConfig, QueueInfo, ReceivedMessage
 from .names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, parse_destination,
@@ -186,6 +186,20 @@ class Consumer:
                 self.waiting.append(waiter)
                 return None
             return refs[0], ticket
+
+    def _keep_for_later(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
+        """A reference taken for a receive that did not hand it out (cancelled): first in the
+        prefetch buffer, for the next receive, or back to the queue at close."""
+        broker = self.session.broker
+        with broker.lock:
+            if not self.closed:
+                self.prefetched.keep(ref, ticket)
+                return
+            self.prefetched.keep(ref, ticket)  # closed meanwhile: back to the queue now
+            try:
+                ops.cancel(broker, self.prefetched.drain(), delayed=False)
+            except MqStoreError:
+                pass  # the broker closed or failed: a reopen ends the delivery
 
     def _stop_waiting(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
         with self.session.broker.lock:

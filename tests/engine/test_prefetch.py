@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from typing import List, Tuple
 
 import pytest
@@ -185,6 +186,76 @@ def test_asyncio_consumers_prefetch_too() -> None:
         before = records(broker)
         assert asyncio.run(main()) == [b"m%d" % i for i in range(20)]
         assert records(broker) == before + 40  # 20 DELIVERY records and 20 ACK records
+
+
+def test_a_cancelled_asyncio_receive_that_was_waiting_loses_no_message() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+
+        async def main() -> List[Tuple[bytes, int]]:
+            s = AsyncSession(broker.session())
+            c = s.create_consumer("q")
+            waiting = asyncio.ensure_future(c.receive(5))
+            await asyncio.sleep(0.05)  # it waits for a message
+            waiting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await waiting
+            await s.send("a", Message(b"m0"))  # the cancelled receive must not get it
+            d = await c.receive(1)
+            assert d is not None
+            return [(d.message.body, d.delivery_count)]
+
+        assert asyncio.run(main()) == [(b"m0", 1)]
+        assert broker.queue_info("q").delivering_count == 1
+
+
+def test_a_receive_cancelled_during_its_durability_wait_keeps_the_message_for_the_next(
+) -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index, first=True)
+    backlog(broker, 2)
+
+    async def main() -> List[Tuple[bytes, int]]:
+        s = AsyncSession(broker.session())
+        c = s.create_consumer("q")
+        fs.hook = lambda op: time.sleep(0.2) if op == "fdatasync" else None
+        taking = asyncio.ensure_future(c.receive(5))  # takes m0, waits for its DELIVERY record
+        await asyncio.sleep(0.05)
+        taking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taking
+        fs.hook = None
+        got = [await c.receive(1), await c.receive(1)]
+        out = [(d.message.body, d.delivery_count) for d in got if d is not None]
+        c.close()  # nothing held back: both were handed out and go back unacked
+        return out
+
+    assert asyncio.run(main()) == [(b"m0", 1), (b"m1", 1)]
+    assert browse(broker) == [(b"m0", 1), (b"m1", 1)]
+    broker.close()
+
+
+def test_a_cancelled_receive_on_a_consumer_closed_meanwhile_returns_its_message() -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index, first=True)
+    backlog(broker, 1)
+
+    async def main() -> None:
+        s = AsyncSession(broker.session())
+        c = s.create_consumer("q")
+        fs.hook = lambda op: time.sleep(0.2) if op == "fdatasync" else None
+        taking = asyncio.ensure_future(c.receive(5))
+        await asyncio.sleep(0.05)
+        c.close()
+        taking.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await taking
+        fs.hook = None
+
+    asyncio.run(main())
+    assert broker.queue_info("q").delivering_count == 0
+    assert browse(broker) == [(b"m0", 0)]  # back, never handed out
+    broker.close()
 
 
 @pytest.mark.parametrize("bad", [-1, "2", 1.5, None])
