@@ -116,9 +116,11 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     records = []
     expired: List[MessageRef] = []
     # without persist-delivery-count-before-delivery, a reference whose record is durable
-    # already (its order key's LSN at most the durable one; a head key, 0, does not say)
-    # is handed out with no record and no wait
-    durable = 0 if broker.persist_delivery_count else broker.storage.durable_lsn()
+    # already (its order key's LSN at most the durable one; a head key, 0, does not say) is
+    # handed out with no record and no wait. Not on a Qpid last-value queue: a replacement in
+    # place has the order key of the message it replaced, not its own record's
+    durable = 0 if broker.persist_delivery_count or queue.config.qpid_lvq is not None else \
+        broker.storage.durable_lsn()
     while len(refs) < limit:
         if queue.non_destructive:
             ref = queue.peek_after(consumer.cursor)

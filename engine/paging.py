@@ -264,6 +264,18 @@ class IndexReader:
         return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
                              m.priority, None, True, m.body_size)
 
+    def order_of(self, qid: int, mid: int) -> Optional[Tuple[int, ...]]:
+        """The order key the index gives message ``mid``'s reference on queue ``qid``
+        (``None``: it holds none). It differs from the one in RAM for a reference that took
+        the place of one journaled nowhere (a Qpid last-value replacement in place): in the
+        index it stays at its own record's place."""
+        try:
+            ref = self.image.ref(qid, mid)
+        except IndexInvalidError as exc:
+            self.damaged(exc)
+            raise
+        return None if ref is None else tuple(ref.order)
+
     def scheduled_count(self, qid: int) -> int:
         """References the index holds in queue ``qid``'s scheduled buffer."""
         q = self.image.queues.get(qid)

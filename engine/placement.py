@@ -218,7 +218,7 @@ class Placement:
                 if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
                         q.in_place[-1][1].journaled:  # the record says so (Qpid LVQ)
                     self.payloads[slot].setdefault("ip", []).append(
-                        in_place_entry(q.id, q.in_place[-1][1]))
+                        in_place_entry(q, q.in_place[-1][1]))
             refs.append(ref)
         self.placed.append((stored, refs, slot))
         if paged_refs:
@@ -362,14 +362,22 @@ def chunks(broker: BrokerCore, items: List[Tuple[Routed, bool]]
     return chunks
 
 
-def in_place_entry(qid: int, old: MessageRef) -> List[int]:
+def in_place_entry(queue: Queue, old: MessageRef) -> List[int]:
     """What a MESSAGE payload's ``"ip"`` list says of a Qpid last-value replacement in place
-    on queue ``qid``: the replaced message's id, and its order key when it has one already
-    (its record may be gone when the journal is replayed); one placed by the same record has
-    none yet, and replay finds it there."""
-    if is_pending(old.order):
-        return [qid, old.msg.mid]
-    return [qid, old.msg.mid, old.order[0], old.order[1]]
+    on ``queue``: the replaced message's id, and its order key in the index when it has one
+    already (its record may be gone when the journal is replayed); one placed by the same
+    record has none yet, and replay finds it there. The index's key, not the one in RAM: a
+    message that replaced one journaled nowhere sits at that one's place in RAM, but at its
+    own record's in the index (and after a reopen).
+
+    Raises:
+        BrokerFailedError: the index entry read is damaged (``IndexReader.order_of``).
+    """
+    if is_pending(old.order) or queue.reader is None:
+        return [queue.id, old.msg.mid]
+    order = queue.reader.order_of(queue.id, old.msg.mid)
+    return [queue.id, old.msg.mid] if order is None else \
+        [queue.id, old.msg.mid, order[0], order[1]]
 
 
 def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:

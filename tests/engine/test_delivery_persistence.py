@@ -144,3 +144,37 @@ def test_the_configuration_file_says_it_and_the_arguments_must_agree(
     with pytest.raises(InvalidArgumentError, match="persist_delivery_count_before_delivery"):
         Broker.open(str(tmp_path / "s"), config=str(path),
                     persist_delivery_count_before_delivery=True)
+
+
+def test_a_last_value_replacement_in_place_is_handed_out_only_once_durable() -> None:
+    """On a Qpid last-value queue a durable message that replaces a non-durable one takes its
+    place and order key, whose LSN is older than the new message's record: that key must not
+    pass for proof that the record is durable."""
+    from mqstore.engine.model import QPID_LVQ_KEY, QpidLvq
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with Broker.open("/s", fs=fs, index=index,
+                     persist_delivery_count_before_delivery=False) as broker:
+        broker.create_address("a")
+        broker.create_queue(QueueConfig("q", "a", qpid_lvq=QpidLvq.LVQ))
+        with broker.session() as s:
+            s.send("a", Message(b"old", {QPID_LVQ_KEY: "k", "v": 1}, durable=False))
+            s.send("a", Message(b"x"))  # the durable LSN moves past the old one's key
+        got: List[Tuple[Optional[Delivery], int]] = []
+
+        def consume() -> None:
+            c = broker.session().create_consumer("q", selector="v = 2")  # not "old"
+            d = c.receive(10)
+            got.append((d, broker.statistics().journal.durable_lsn))
+
+        t = threading.Thread(target=consume)
+        t.start()
+        time.sleep(0.2)  # the consumer waits
+        message_lsn = broker.statistics().journal.next_lsn
+        fs.hook = lambda op: time.sleep(0.3) if op == "fdatasync" else None
+        try:
+            broker.session().send("a", Message(b"new", {QPID_LVQ_KEY: "k", "v": 2}))
+        finally:
+            fs.hook = None
+        t.join(10)
+        assert got and got[0][0] is not None and got[0][0].message.body == b"new"
+        assert got[0][1] >= message_lsn  # durable before the receive returned

@@ -164,3 +164,40 @@ def test_a_scheduled_message_coming_due_replaces_the_queued_one_of_its_key() -> 
             now[0] += 1000
             b.deliver_scheduled()  # due: it goes on the head, and A1 is replaced
         assert consume_all(b) == [b"A2", b"B1"]
+
+
+@pytest.mark.parametrize("lose_index", [False, True])
+def test_a_replacement_of_one_that_took_a_non_durable_ones_place_keeps_its_index_position(
+        lose_index: bool) -> None:
+    """A durable message that replaced a non-durable one sits at that one's place in RAM but at
+    its own record's in the index. The next replacement's record must say the index's place:
+    once compaction drops the records in between, a reopen only has that to go by (the RAM's
+    key made both chains claim one place, and the second went to the tail)."""
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    opts = JournalOptions(segment_size=2048, max_record_size=1900)
+    pad = b"." * 150  # records of several hundred bytes: the journal spans segments
+
+    def send(s: object, *items: tuple) -> None:
+        s.send_many("a", [m(b"%d" % n + pad, k, durable=d)  # type: ignore[attr-defined]
+                          for n, k, d in items])
+
+    def seen(b: Broker) -> List[bytes]:
+        return [x.rstrip(b".") for x in bodies(b)]
+
+    b = Broker.open("/s", fs=fs, index=index, journal_options=opts)
+    b.create_address("a")
+    b.create_queue(QueueConfig("q", "a", qpid_lvq=QpidLvq.LVQ))
+    with b.session() as s:
+        send(s, (1, "a", False), (2, "c", False))
+        send(s, (3, "a", True), (4, "a", True), (5, "c", True))  # 3, 5: their own places
+        send(s, (6, "c", True))
+        send(s, (7, "a", True), (8, "a", True), (9, "a", True))
+        send(s, (10, "a", True), (11, "a", True), (12, "a", True))
+    assert seen(b) == [b"12", b"6"]
+    assert b.compact(force=True).compacted  # the records of 3-5 and 7-9 go
+    crashed = fs.crash(0), index.crash(random.Random(1))
+    b.close()
+    if lose_index:
+        crashed = crashed[0], MemoryIndex()
+    with Broker.open("/s", fs=crashed[0], index=crashed[1], journal_options=opts) as again:
+        assert seen(again) == [b"12", b"6"]  # 12 at 3's place, 6 at 5's
