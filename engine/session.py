@@ -5,7 +5,8 @@ and durable together on ``commit()`` (one TX record) and undoes them on ``rollba
 returns every message received in the transaction to the head of its queue, delivery count kept
 (Artemis ring queues, Messages in Delivery & Rollbacks). ``Consumer.receive()`` waits
 for a message (``receive_nowait()`` does not); a consumer's window bounds the deliveries it holds
-unacked. ``Consumer.close()`` cancels what it holds unacked back to the queue. A session can
+unacked and those it prefetched (``engine.prefetch``). ``Consumer.close()`` cancels what it holds
+unacked back to the queue, and what it prefetched. A session can
 declare and delete queues as a Qpid session does (``declare_queue``, ``delete_queue``;
 exclusive ownership in ``engine.exclusive``).
 
