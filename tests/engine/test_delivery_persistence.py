@@ -38,6 +38,32 @@ def records(broker: Broker) -> int:
     return broker.statistics().journal.records
 
 
+def received_while_sent(broker: Broker, fs: SimulatedFileSystem, message: Message,
+                        selector: Optional[str] = None
+                        ) -> Tuple[Optional[Delivery], int, int]:
+    """A consumer of ``q`` waits in receive while ``message`` is sent to ``a`` with every
+    fdatasync slowed down to 0.3 s: what it received, the durable LSN when its receive
+    returned, and the LSN of the message's record."""
+    got: List[Tuple[Optional[Delivery], int]] = []
+
+    def consume() -> None:
+        d = broker.session().create_consumer("q", selector=selector).receive(10)
+        got.append((d, broker.statistics().journal.durable_lsn))
+
+    t = threading.Thread(target=consume)
+    t.start()
+    time.sleep(0.2)  # the consumer waits
+    message_lsn = broker.statistics().journal.next_lsn
+    fs.hook = lambda op: time.sleep(0.3) if op == "fdatasync" else None
+    try:
+        broker.session().send("a", message)
+    finally:
+        fs.hook = None
+    t.join(10)
+    assert got, "the consumer received nothing"
+    return got[0][0], got[0][1], message_lsn
+
+
 @pytest.mark.parametrize("persist", [True, False])
 def test_a_delivery_writes_a_record_only_when_counts_are_persisted(persist: bool) -> None:
     fs, index = SimulatedFileSystem(), MemoryIndex()
@@ -96,24 +122,9 @@ def test_a_message_not_yet_durable_is_handed_out_only_once_it_is() -> None:
     slowed down to 0.3 s) before it returns."""
     fs, index = SimulatedFileSystem(), MemoryIndex()
     with open_store(fs, index, first=True) as broker:
-        got: List[Tuple[Optional[Delivery], int]] = []
-
-        def consume() -> None:
-            d = broker.session().create_consumer("q").receive(10)
-            got.append((d, broker.statistics().journal.durable_lsn))
-
-        t = threading.Thread(target=consume)
-        t.start()
-        time.sleep(0.2)  # the consumer waits
-        message_lsn = broker.statistics().journal.next_lsn
-        fs.hook = lambda op: time.sleep(0.3) if op == "fdatasync" else None
-        try:
-            broker.session().send("a", Message(b"fresh"))
-        finally:
-            fs.hook = None
-        t.join(10)
-        assert got and got[0][0] is not None and got[0][0].message.body == b"fresh"
-        assert got[0][1] >= message_lsn  # durable before the receive returned
+        d, durable_then, message_lsn = received_while_sent(broker, fs, Message(b"fresh"))
+        assert d is not None and d.message.body == b"fresh"
+        assert durable_then >= message_lsn  # durable before the receive returned
 
 
 @pytest.mark.parametrize("bad", [0, "no", 1.0])
@@ -159,22 +170,7 @@ def test_a_last_value_replacement_in_place_is_handed_out_only_once_durable() -> 
         with broker.session() as s:
             s.send("a", Message(b"old", {QPID_LVQ_KEY: "k", "v": 1}, durable=False))
             s.send("a", Message(b"x"))  # the durable LSN moves past the old one's key
-        got: List[Tuple[Optional[Delivery], int]] = []
-
-        def consume() -> None:
-            c = broker.session().create_consumer("q", selector="v = 2")  # not "old"
-            d = c.receive(10)
-            got.append((d, broker.statistics().journal.durable_lsn))
-
-        t = threading.Thread(target=consume)
-        t.start()
-        time.sleep(0.2)  # the consumer waits
-        message_lsn = broker.statistics().journal.next_lsn
-        fs.hook = lambda op: time.sleep(0.3) if op == "fdatasync" else None
-        try:
-            broker.session().send("a", Message(b"new", {QPID_LVQ_KEY: "k", "v": 2}))
-        finally:
-            fs.hook = None
-        t.join(10)
-        assert got and got[0][0] is not None and got[0][0].message.body == b"new"
-        assert got[0][1] >= message_lsn  # durable before the receive returned
+        d, durable_then, message_lsn = received_while_sent(
+            broker, fs, Message(b"new", {QPID_LVQ_KEY: "k", "v": 2}), "v = 2")  # not "old"
+        assert d is not None and d.message.body == b"new"
+        assert durable_then >= message_lsn  # durable before the receive returned
