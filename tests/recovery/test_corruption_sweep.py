@@ -8,8 +8,11 @@ interpreter, never a silently smaller store."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import random
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -60,18 +63,17 @@ def state(d: Path) -> Tuple[Dict[str, Any], Any]:
         b.close()
 
 
-class Sweep:
-    """One pristine store, copied and damaged per case."""
+class Case:
+    """Opens of damaged copies of one pristine store, in ``work`` (a copy per case)."""
 
-    def __init__(self, root: Path, crashed: bool) -> None:
-        self.pristine = root / "pristine"
-        build(self.pristine, crashed)
+    def __init__(self, pristine: Path, work: Path, crashed: bool,
+                 truth: Dict[str, Any]) -> None:
+        self.pristine = pristine
+        self.work = work
         self.crashed = crashed
-        self.work = root / "work"
-        self.copy()
-        self.truth, _ = state(self.work)
-        self.copy()
+        self.truth = truth
         self.outcomes: Dict[str, int] = {}
+        self.copy()
 
     def copy(self) -> None:
         shutil.rmtree(self.work, ignore_errors=True)
@@ -121,6 +123,64 @@ class Sweep:
         self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
 
 
+# a damage, as (kind, argument): picklable, so the cases can run in worker processes
+Damage = Tuple[str, Any]
+
+
+def damage_of(kind: str, arg: Any) -> Callable[[bytearray], bytearray]:
+    if kind == "zero":
+        return zero_at(arg)
+    if kind == "flip":
+        return flip_at(*arg)
+    if kind == "cut":
+        return cut_at(arg)
+    return lambda b: b[:arg] + bytes(min(4096, len(b) - arg)) + b[arg + 4096:]  # "page"
+
+
+def run_cases(pristine: str, work: str, crashed: bool, truth: Dict[str, Any],
+              cases: List[Tuple[str, Damage, str]]) -> Dict[str, int]:
+    """Run ``cases`` (file, damage, what) on copies of ``pristine`` in ``work``; the
+    outcomes counted (a worker process's job; assertion errors propagate)."""
+    c = Case(Path(pristine), Path(work), crashed, truth)
+    for rel, (kind, arg), what in cases:
+        c.case(rel, damage_of(kind, arg), what)
+    return c.outcomes
+
+
+class Sweep:
+    """One pristine store, copied and damaged per case. Cases are collected with ``add`` and
+    run by ``run`` on the machine's cores (each worker process on its own copy): every
+    case opens a store, thousands of them in all."""
+
+    def __init__(self, root: Path, crashed: bool) -> None:
+        self.root = root
+        self.pristine = root / "pristine"
+        build(self.pristine, crashed)
+        self.crashed = crashed
+        self.truth, _ = state(Case(self.pristine, root / "truth", crashed, {}).work)
+        self.work = Case(self.pristine, root / "work", crashed, self.truth).work  # by hand
+        self.cases: List[Tuple[str, Damage, str]] = []
+        self.outcomes: Dict[str, int] = {}
+
+    def add(self, rel: str, kind: str, arg: Any, what: str) -> None:
+        self.cases.append((rel, (kind, arg), what))
+
+    def run(self) -> None:
+        workers = max(1, min(2, os.cpu_count() or 1))
+        parts = [self.cases[k::workers] for k in range(workers)]
+        args = [(str(self.pristine), str(self.root / f"work{k}"), self.crashed, self.truth,
+                 part) for k, part in enumerate(parts)]
+        if workers == 1:
+            results = [run_cases(*args[0])]
+        else:
+            spawn = multiprocessing.get_context("spawn")  # no fork of a threaded process
+            with ProcessPoolExecutor(workers, mp_context=spawn) as pool:
+                results = list(pool.map(run_cases, *zip(*args)))
+        for got in results:
+            for outcome, n in got.items():
+                self.outcomes[outcome] = self.outcomes.get(outcome, 0) + n
+
+
 def zero_at(i: int) -> Callable[[bytearray], bytearray]:
     def f(b: bytearray) -> bytearray:
         b[i] = 0
@@ -155,11 +215,12 @@ def test_every_byte_of_every_segment(tmp_path: Path, crashed: bool) -> None:
         data = (sweep.pristine / rel).read_bytes()
         used = nonzero(data)
         for i in used:  # every byte that is not zero already
-            sweep.case(rel, zero_at(i), f"{rel}: byte {i} zeroed")
+            sweep.add(rel, "zero", i, f"{rel}: byte {i} zeroed")
         for i in rng.sample(used, min(40, len(used))):
-            sweep.case(rel, flip_at(i, rng.randrange(8)), f"{rel}: bit flip at {i}")
+            sweep.add(rel, "flip", (i, rng.randrange(8)), f"{rel}: bit flip at {i}")
         for n in sorted(rng.sample(range(len(data)), 12)) + [0, 63, max(used) + 1]:
-            sweep.case(rel, cut_at(n), f"{rel}: truncated to {n}")
+            sweep.add(rel, "cut", n, f"{rel}: truncated to {n}")
+    sweep.run()
     assert sweep.outcomes.get("refused", 0) > 0
     assert sweep.outcomes.get("recovered equal", 0) > 0
 
@@ -176,15 +237,15 @@ def test_index_files_and_manifest(tmp_path: Path, crashed: bool) -> None:
         data = (sweep.pristine / rel).read_bytes()
         used = nonzero(data) or [0]
         for i in used:  # every byte that is not zero already
-            sweep.case(rel, zero_at(i), f"{rel}: byte {i} zeroed")
+            sweep.add(rel, "zero", i, f"{rel}: byte {i} zeroed")
         for i in rng.sample(used, min(30, len(used))):
-            sweep.case(rel, flip_at(i, rng.randrange(8)), f"{rel}: bit flip at {i}")
+            sweep.add(rel, "flip", (i, rng.randrange(8)), f"{rel}: bit flip at {i}")
         for page in range(0, len(data), 4096):  # zero whole pages (LMDB asserts on them)
-            sweep.case(rel, lambda b, p=page: b[:p] + bytes(min(4096, len(b) - p)) +
-                       b[p + 4096:], f"{rel}: page at {page} zeroed")
+            sweep.add(rel, "page", page, f"{rel}: page at {page} zeroed")
         for n in sorted({0, 1, 100, 4096, 8192, len(data) // 2, len(data) - 1}):
             if n < len(data):
-                sweep.case(rel, cut_at(n), f"{rel}: truncated to {n}")
+                sweep.add(rel, "cut", n, f"{rel}: truncated to {n}")
+    sweep.run()
     # the index is a cache: its damage never refuses the store
     assert sweep.outcomes.get("recovered equal", 0) > 0
 
