@@ -193,11 +193,10 @@ class Consumer:
         prefetch buffer, for the next receive, or back to the queue at close."""
         broker = self.session.broker
         with broker.lock:
+            self.prefetched.keep(ref, ticket)
             if not self.closed:
-                self.prefetched.keep(ref, ticket)
                 return
-            self.prefetched.keep(ref, ticket)  # closed meanwhile: back to the queue now
-            try:
+            try:  # closed meanwhile: back to the queue now
                 ops.cancel(broker, self.prefetched.drain(), delayed=False)
             except MqStoreError:
                 pass  # the broker closed or failed: a reopen ends the delivery
