@@ -9,6 +9,7 @@ makes a message available.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Optional, Sequence
 
@@ -21,11 +22,14 @@ from mqstore.journal import Ticket
 
 
 class _AsyncWaiter:
-    """A consumer awaiting a message (asyncio flavour)."""
+    """A consumer awaiting a message (asyncio flavour). Woken from its loop's own thread (a
+    send or ack in another task) it resolves its future at once; from another thread, through
+    ``call_soon_threadsafe`` (which costs a write to the loop's self-pipe)."""
 
     def __init__(self, consumer: Consumer, loop: asyncio.AbstractEventLoop) -> None:
         self.consumer = consumer
         self.loop = loop
+        self.thread = threading.get_ident()  # the loop's: receive runs in it
         self.future: "asyncio.Future[None]" = loop.create_future()
         self.got = None
         self.done = False
@@ -36,10 +40,13 @@ class _AsyncWaiter:
     def give(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
         self.got = (ref, ticket)
         self.done = True
-        self.loop.call_soon_threadsafe(self._wake)
+        self.wake()
 
     def wake(self) -> None:
-        self.loop.call_soon_threadsafe(self._wake)
+        if threading.get_ident() == self.thread:
+            self._wake()  # callbacks run later, from the loop: safe with the lock held
+        else:
+            self.loop.call_soon_threadsafe(self._wake)
 
     def _wake(self) -> None:
         if not self.future.done():

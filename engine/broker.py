@@ -170,8 +170,10 @@ class Broker:
                 nothing; its count is journaled only when it comes back unsettled (release,
                 close, rollback), so after a crash a message handed out and not acked comes
                 back with the count of its last return (maybe not flagged redelivered), never
-                lost. A message whose own record is not durable yet is delivered as with True
-                (its DELIVERY record's wait covers it). docs/guarantees.md gives the costs.
+                lost. A message whose own record is not durable yet is handed out after the
+                fdatasync of the write that journaled it, with no record of its own (on a Qpid
+                last-value queue, and at a head position from a scheduled message coming due,
+                as with True). docs/guarantees.md gives the costs.
                 ``None``: the configuration file's ``persist-delivery-count-before-delivery``,
                 else True.
 

@@ -6,8 +6,9 @@ the lock) or ``None`` when nothing was journaled. Routing and placement are
 
 - Delivery: the head goes to the consumer that asks, or to the consumer waiting longest; its
   delivery count goes up and a DELIVERY record is journaled before it is handed out (unless
-  the broker does not persist delivery counts before delivery and the message's record is
-  durable already: ``Broker.open``'s ``persist_delivery_count_before_delivery``). A
+  the broker does not persist delivery counts before delivery, ``Broker.open``'s
+  ``persist_delivery_count_before_delivery``: then it is handed out once the message's own
+  record is durable, with no record). A
   consumer with a selector gets the first message its selector matches instead
   (``engine.selection``); the others stay for other consumers. Expired
   messages met on the way are expired (``engine.deadletter``). Non-destructive queues hand out
@@ -115,12 +116,15 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     refs: List[MessageRef] = []
     records = []
     expired: List[MessageRef] = []
-    # without persist-delivery-count-before-delivery, a reference whose record is durable
-    # already (its order key's LSN at most the durable one; a head key, 0, does not say) is
-    # handed out with no record and no wait. Not on a Qpid last-value queue: a replacement in
-    # place has the order key of the message it replaced, not its own record's
-    durable = 0 if broker.persist_delivery_count or queue.config.qpid_lvq is not None else \
-        broker.storage.durable_lsn()
+    # without persist-delivery-count-before-delivery, a reference is handed out with no
+    # record: at once when its record is durable already (its order key's LSN at most the
+    # durable one), else after the fsync of the write that journaled it (``unsynced``). A
+    # head key (LSN 0) does not say which record it is, so its delivery is journaled; so is
+    # every delivery on a Qpid last-value queue, where a replacement in place has the order
+    # key of the message it replaced, not its own record's
+    persist = broker.persist_delivery_count or queue.config.qpid_lvq is not None
+    durable = broker.storage.durable_lsn()
+    unsynced: List[MessageRef] = []
     while len(refs) < limit:
         if queue.non_destructive:
             ref = queue.peek_after(consumer.cursor)
@@ -154,12 +158,33 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
         broker.deliveries += 1
         ref.taken = broker.deliveries
         refs.append(ref)
-        if ref.journaled and not 0 < lsn_in(ref.order) <= durable:
-            records.append((RecordKind.DELIVERY,
-                            schema.delivery(queue.id, ref.msg.mid, ref.delivery_count)))
+        if not ref.journaled:
+            continue
+        lsn = lsn_in(ref.order)
+        if persist or lsn == 0:
+            records.append(_delivery_record(ref))
+        elif lsn > durable:
+            unsynced.append(ref)
     if expired:
         expire_now(broker, expired)
-    return refs, (broker.storage.write(records) if records else None)
+    return refs, _delivery_ticket(broker, records, unsynced)
+
+
+def _delivery_record(ref: MessageRef) -> Tuple[RecordKind, Dict[str, Any]]:
+    return RecordKind.DELIVERY, schema.delivery(ref.queue.id, ref.msg.mid, ref.delivery_count)
+
+
+def _delivery_ticket(broker: BrokerCore, records: List[Tuple[RecordKind, Dict[str, Any]]],
+                     unsynced: List[MessageRef]) -> Optional[Ticket]:
+    """The ticket a delivery waits on before hand-out: its DELIVERY records' write, which
+    also covers every earlier record; else the write covering the messages handed out whose
+    records are not durable yet (journaled after all if no write covers them)."""
+    if unsynced and not records:
+        covering = broker.storage.covering(max(lsn_in(r.order) for r in unsynced))
+        if covering is not None:
+            return covering
+        records = [_delivery_record(r) for r in unsynced]
+    return broker.storage.write(records) if records else None
 
 
 def _take(queue: Queue, consumer: Any) -> Optional[MessageRef]:

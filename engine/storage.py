@@ -36,6 +36,7 @@ class StorageManager:
         self._room = room
         self.failure: Optional[BaseException] = None
         self.closed = False
+        self._last: Optional[Ticket] = None  # the last write's ticket
 
     @property
     def failed(self) -> bool:
@@ -97,6 +98,7 @@ class StorageManager:
         """
         p = self.persistence
         ticket = self.guard(p.write, records)
+        self._last = ticket
         self._room.notify()
         if p.checkpoint_due():
             self.guard(p.checkpoint_quietly)
@@ -134,6 +136,13 @@ class StorageManager:
     def max_frame(self) -> int:
         """The largest record the journal takes, in bytes (what a batch of records is cut to)."""
         return self.persistence.journal.options.max_frame()
+
+    def covering(self, lsn: int) -> Optional[Ticket]:
+        """A ticket whose completion proves every record up to ``lsn`` durable (lock held):
+        the last write's, since tickets complete in journal order. ``None`` when that write
+        does not reach ``lsn`` (the caller then journals what it needs a ticket for)."""
+        last = self._last
+        return last if last is not None and last.lsn >= lsn else None
 
     def durable_lsn(self) -> int:
         """The LSN up to which every record is durable."""

@@ -361,6 +361,40 @@ def test_asyncio_facade_shares_group_commit(broker: Broker) -> None:
     assert stats.batches - stats_before.batches < 600  # 200 sends shared fsyncs
 
 
+@pytest.mark.parametrize("sender", ["task", "thread"])
+def test_an_asyncio_receive_waiting_is_woken_by_a_send_from_a_task_or_a_thread(
+        broker: Broker, sender: str) -> None:
+    """The waiting receive is handed the message inside the send's lock: from a task of its own
+    loop, or from a plain thread, which must wake the loop (it has no timer to wake it: the
+    receive has no timeout)."""
+    broker.create_address("q")
+    broker.create_queue(QueueConfig("q", "q"))
+    result: List[bytes] = []
+
+    async def main() -> None:
+        s = AsyncSession(broker.session())
+        c = s.create_consumer("q")
+        waiting = asyncio.ensure_future(c.receive())
+        await asyncio.sleep(0.05)
+        if sender == "task":
+            await s.send("q", Message(b"m"))
+        else:
+            def later() -> None:
+                time.sleep(0.2)  # the loop is asleep in its selector by then
+                broker.session().send("q", Message(b"m"))
+            threading.Thread(target=later).start()
+        d = await waiting
+        await c.ack(d)
+        s.close()
+        result.append(d.message.body)
+
+    loop_thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
+    loop_thread.start()
+    loop_thread.join(30)  # a lost wake leaves the loop asleep for good
+    assert result == [b"m"]
+    assert broker.queue_info("q").message_count == 0
+
+
 def test_a_full_window_waits_for_an_ack(broker: Broker) -> None:
     broker.create_address("q")
     broker.create_queue(QueueConfig("q", "q"))

@@ -116,15 +116,19 @@ def test_an_ack_after_an_unjournaled_delivery_is_durable_and_reclaims_the_messag
         assert browse(again) == [(b"m2", 0)]
 
 
-def test_a_message_not_yet_durable_is_handed_out_only_once_it_is() -> None:
+@pytest.mark.parametrize("persist", [True, False])
+def test_a_message_not_yet_durable_is_handed_out_only_once_it_is(persist: bool) -> None:
     """A consumer waiting in receive is given a message while its send is still inside the
     lock, before the send's fdatasync: the receive must still wait for that fdatasync (here
-    slowed down to 0.3 s) before it returns."""
+    slowed down to 0.3 s) before it returns. With the option off it waits for the send's own
+    write and journals no DELIVERY record."""
     fs, index = SimulatedFileSystem(), MemoryIndex()
-    with open_store(fs, index, first=True) as broker:
+    with open_store(fs, index, first=True, persist=persist) as broker:
+        before = records(broker)
         d, durable_then, message_lsn = received_while_sent(broker, fs, Message(b"fresh"))
         assert d is not None and d.message.body == b"fresh"
         assert durable_then >= message_lsn  # durable before the receive returned
+        assert records(broker) == before + (2 if persist else 1)
 
 
 @pytest.mark.parametrize("bad", [0, "no", 1.0])
