@@ -16,6 +16,13 @@ sits after a reopen: ``(0, step, i)`` for the i-th message of a due step, ``(1, 
 others. Address ``a`` has a redelivery delay (``REDELIVERY``): what comes back unsettled from
 ``a1``/``a2`` (release, consumer close, recover, rollback; not a close or reopen of the broker)
 waits in the scheduled list for that delay, grown by the multiplier per delivery and capped.
+
+Two options are drawn per example: persist-delivery-count-before-delivery (off: a crash brings
+a message handed out from a durable record back with the count of its last return), and the
+non-transacted consumers' prefetch (``engine.prefetch``). Prefetched messages are held
+deliveries marked ``buffered``: in delivery, counted, and removable by a Qpid ring like any
+other; a receive hands them out first; a consumer close or a clean close puts them back with
+their counts as before; a crash ends them as it ends the deliveries handed out.
 """
 
 from __future__ import annotations
@@ -76,6 +83,7 @@ class Held:
     acked_in_tx: bool = False
     gone: bool = False  # a Qpid ring removed it while in delivery: settling does nothing
     journaled: bool = True  # its delivery count was journaled before it was handed out
+    buffered: bool = False  # taken ahead into its consumer's prefetch, not handed out yet
 
 
 @dataclass
@@ -133,7 +141,8 @@ class BrokerMachine(RuleBasedStateMachine):
 
     BUDGET = 64 << 20  # the default: nothing pages at these sizes
 
-    persist = True  # persist_delivery_count_before_delivery (drawn: choose_persistence)
+    persist = True  # persist_delivery_count_before_delivery (drawn: choose_options)
+    prefetch = 0  # the non-transacted consumers' prefetch (drawn: choose_options)
 
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, journal_options=OPTS, index=self.index,
@@ -142,23 +151,35 @@ class BrokerMachine(RuleBasedStateMachine):
                            address_settings={"a": AddressSettings(**A_SETTINGS)},
                            persist_delivery_count_before_delivery=self.persist)
 
-    @initialize(persist=st.booleans())
-    def choose_persistence(self, persist: bool) -> None:
+    @initialize(persist=st.booleans(), prefetch=st.sampled_from([0, 0, 2]))
+    def choose_options(self, persist: bool, prefetch: int) -> None:
         """Without persist-delivery-count-before-delivery, a delivery of a message whose
         record is durable (every one here but those a due step put on a head) journals
-        nothing: a crash brings it back with the count of its last return."""
-        if persist:
+        nothing: a crash brings it back with the count of its last return.
+
+        With a prefetch (``engine.prefetch``), a receive on an empty buffer takes up to
+        ``prefetch`` more messages ahead: each in delivery with its count up (journaled as a
+        receive's would be), handed out by the next receives; a consumer close (or a clean
+        close of the broker) puts them back with their counts as before, no redelivery
+        delay; a crash ends them as it ends the deliveries handed out."""
+        self.prefetch = prefetch
+        if not persist:
+            self.persist = False
+            self.broker.close()
+            self.broker = self._open()
+            setup(self.broker, False)  # the non-durable queue again
+        elif prefetch:
+            self.session.close()
+            self.txs.close()
+        else:
             return
-        self.persist = False
-        self.broker.close()
-        self.broker = self._open()
-        setup(self.broker, False)  # the non-durable queue again
         self._open_sessions()
 
     def _open_sessions(self) -> None:
         self.session = self.broker.session()
         self.txs = self.broker.session(transacted=True)
-        self.consumers = {q: self.session.create_consumer(q) for q in QUEUES}
+        self.consumers = {q: self.session.create_consumer(q, prefetch=self.prefetch)
+                          for q in QUEUES}
         self.tx_consumers = {q: self.txs.create_consumer(q) for q in QUEUES}
 
     # -- sending ------------------------------------------------------------------------------
@@ -376,19 +397,38 @@ class BrokerMachine(RuleBasedStateMachine):
     def _receive(self, queue: str, tx: bool) -> None:
         consumer = (self.tx_consumers if tx else self.consumers)[queue]
         d = consumer.receive_nowait()
-        items = self.model.queues[queue]
+        m = self.model
+        # the non-transacted consumer's buffer first (a transacted one does not prefetch)
+        for h in [h for h in m.held if h.buffered and h.queue == queue and not tx]:
+            if h.gone:  # a Qpid ring removed it from the buffer: passed over
+                m.held.remove(h)
+                continue
+            h.buffered, h.delivery = False, d  # its place in m.held stays: the take order
+            event("a receive handed out a prefetched message")
+            self._check_delivery(queue, h.item, d)
+            return
+        items = m.queues[queue]
         if not items:
             assert d is None
             return
-        item = items.pop(0)
-        item.dc += 1
+        taken = items[:1 + (0 if tx else self.prefetch)]
+        del items[:len(taken)]
+        for n, item in enumerate(taken):
+            item.dc += 1
+            # a head key (a due step's) says nothing of the record's durability: journaled
+            journaled = self.persist or item.order[:1] == (0,)
+            m.held.append(Held(queue, item, d if n == 0 else None, tx, journaled=journaled,
+                               buffered=n > 0))
+        if len(taken) > 1:
+            event("a receive prefetched")
+        self._check_delivery(queue, taken[0], d)
+
+    @staticmethod
+    def _check_delivery(queue: str, item: Item, d: object) -> None:
         assert d is not None, f"expected {item.body!r} on {queue}"
-        assert d.message.body == item.body
-        assert d.delivery_count == item.dc
-        assert d.redelivered == (item.dc > 1)
-        # a head key (a due step's) says nothing of the record's durability: journaled
-        journaled = self.persist or item.order[:1] == (0,)
-        self.model.held.append(Held(queue, item, d, tx, journaled=journaled))
+        assert d.message.body == item.body  # type: ignore[attr-defined]
+        assert d.delivery_count == item.dc  # type: ignore[attr-defined]
+        assert d.redelivered == (item.dc > 1)  # type: ignore[attr-defined]
 
     @rule(queue=st.sampled_from(QUEUES))
     def receive(self, queue: str) -> None:
@@ -400,7 +440,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), reject=st.booleans())
     def settle(self, data: st.DataObject, reject: bool) -> None:
-        open_ = [h for h in self.model.held if not h.acked_in_tx]
+        open_ = [h for h in self.model.held if not h.acked_in_tx and not h.buffered]
         if not open_:
             return
         h = data.draw(st.sampled_from(open_))
@@ -433,7 +473,7 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def release(self, data: st.DataObject) -> None:
-        open_ = [h for h in self.model.held if not h.acked_in_tx]
+        open_ = [h for h in self.model.held if not h.acked_in_tx and not h.buffered]
         if not open_:
             return
         h = data.draw(st.sampled_from(open_))
@@ -442,13 +482,25 @@ class BrokerMachine(RuleBasedStateMachine):
 
     @rule(queue=st.sampled_from(QUEUES))
     def close_consumer(self, queue: str) -> None:
+        # what it prefetched goes back first, counts as before and no delay; the unacked
+        # deliveries end up in front of them
+        self._return(self._unbuffered([h for h in self.model.held if h.queue == queue]),
+                     delayed=False)
         self._return([h for h in self.model.held if h.queue == queue and not h.tx])
         self.consumers[queue].close()
-        self.consumers[queue] = self.session.create_consumer(queue)
+        self.consumers[queue] = self.session.create_consumer(queue, prefetch=self.prefetch)
+
+    @staticmethod
+    def _unbuffered(held: List[Held]) -> List[Held]:
+        """The prefetched ones of ``held``, their delivery counts back to before their take."""
+        out = [h for h in held if h.buffered]
+        for h in out:
+            h.item.dc -= 1
+        return out
 
     @rule()
     def recover_session(self) -> None:
-        self._return([h for h in self.model.held if not h.tx])
+        self._return([h for h in self.model.held if not h.tx and not h.buffered])
         self.session.recover()
 
     @rule()
@@ -523,7 +575,8 @@ class BrokerMachine(RuleBasedStateMachine):
     @rule()
     def clean_reopen(self) -> None:
         # a clean close cancels what consumers hold, through the queues' policies, all at
-        # once in consumption order
+        # once in consumption order; prefetched ones with their counts as before
+        self._unbuffered(self.model.held)
         self._return(list(self.model.held), delayed=False)
         self.broker.close()
         self.broker = self._open()
@@ -546,6 +599,8 @@ class BrokerMachine(RuleBasedStateMachine):
         for q in ALL:
             m.queues[q] = [i for i in m.queues[q] if i.durable and q != "t2"]
             m.scheduled[q] = [x for x in m.scheduled[q] if x[1].durable and q != "t2"]
+        if any(h.buffered for h in m.held):
+            event("crash with prefetched messages")
         if any(not h.journaled for h in m.held):
             event("crash with a delivery whose count was not journaled")
         for h in [h for h in m.held if not h.journaled]:  # on its queue as journaled: the
