@@ -77,11 +77,15 @@ class AsyncConsumer:
         got = c._take_or_wait(waiter)
         try:
             if got is None:
+                # a timeout resolves the future empty (cheaper than asyncio.timeout's
+                # cancellation, which a receive pays for on every wait)
+                timer = None if timeout is None else \
+                    waiter.loop.call_later(timeout, waiter._wake)
                 try:
-                    async with asyncio.timeout(timeout):
-                        await waiter.future
-                except TimeoutError:
-                    pass
+                    await waiter.future
+                finally:
+                    if timer is not None:
+                        timer.cancel()
                 got = c._stop_waiting(waiter)
                 if got is None:
                     return None

@@ -12,6 +12,8 @@ for that destination (``orders?last-value-key=sym&non-destructive=true``).
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 from urllib.parse import parse_qsl
@@ -160,12 +162,25 @@ def queue_reference(text: str, syntax: WildcardSyntax = DEFAULT_SYNTAX
 
 def parse_destination(text: str, syntax: WildcardSyntax = DEFAULT_SYNTAX) -> Destination:
     """Parse ``[anycast://|multicast://]address[::queue][?key=value&...]``; the address may be
-    a wildcard expression in ``syntax`` (a consumer's; a send refuses it).
+    a wildcard expression in ``syntax`` (a consumer's; a send refuses it). The last 1,024
+    destinations parsed are remembered (a ``Destination`` is immutable): an application sends
+    to a few names over and over.
 
     Raises:
         InvalidNameError: a part breaks the naming rules.
         InvalidArgumentError: bad destination parameters (``parse_parameters``).
     """
+    if type(text) is str:
+        return _parse_remembered(text, syntax)
+    return _parse(text, syntax)  # refused with the naming rules' own error
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_remembered(text: str, syntax: WildcardSyntax) -> Destination:
+    return _parse(text, syntax)  # errors are raised each time, never remembered
+
+
+def _parse(text: str, syntax: WildcardSyntax) -> Destination:
     params: Tuple[Tuple[str, Any], ...] = ()
     if isinstance(text, str) and "?" in text:
         whole = text

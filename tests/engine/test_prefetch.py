@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import pytest
 
@@ -201,6 +201,24 @@ def test_a_cancelled_asyncio_receive_that_was_waiting_loses_no_message() -> None
             with pytest.raises(asyncio.CancelledError):
                 await waiting
             await s.send("a", Message(b"m0"))  # the cancelled receive must not get it
+            d = await c.receive(1)
+            assert d is not None
+            return [(d.message.body, d.delivery_count)]
+
+        assert asyncio.run(main()) == [(b"m0", 1)]
+        assert broker.queue_info("q").delivering_count == 1
+
+
+def test_an_asyncio_receive_that_timed_out_leaves_the_next_message_to_the_next_receive(
+        ) -> None:
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    with open_store(fs, index, first=True) as broker:
+
+        async def main() -> List[Tuple[Optional[bytes], int]]:
+            s = AsyncSession(broker.session())
+            c = s.create_consumer("q")
+            assert await c.receive(0.05) is None  # nothing came: it stopped waiting
+            await s.send("a", Message(b"m0"))  # so it is not handed to that receive
             d = await c.receive(1)
             assert d is not None
             return [(d.message.body, d.delivery_count)]
