@@ -12,7 +12,10 @@ workloads. Workloads:
   window 100, prefetch 99: ``engine.prefetch``);
 - ``send``: 256 asyncio producers only;
 - the journal's own durable appends from 256 asyncio tasks (``bench journal``'s figure), the
-  ceiling the ``async`` workload is measured against.
+  ceiling the ``async`` workload is measured against;
+- floors (``tools/bench_floors.py``): ``batch`` through the journal and the API with no broker,
+  ``async`` through asyncio with no storage. They bound what any broker could reach in this
+  process on this machine, so the targets' rows show how much of a target is reachable.
 
 Peers: sqlite3 in WAL mode with ``synchronous=FULL`` (a row inserted, then selected and deleted,
 one operation per transaction or 100), always; persist-queue's ``SQLiteQueue`` (put, get) when
@@ -36,6 +39,7 @@ from typing import Callable, List, Optional
 from mqstore.engine import Broker, Message, QueueConfig
 from mqstore.engine.aio import AsyncSession
 
+from .bench_floors import FLOOR_ASYNC, FLOOR_BATCH, async_floor, batch_floor, finish
 from .proctree import Timed
 
 BODY = os.urandom(1024)
@@ -136,23 +140,26 @@ def mqstore_async(directory: str, n: int, consumers: bool, variant: Variant = DE
             for _ in range(per_task):
                 await s.send("bench", Message(BODY))
 
-        async def consume(s: AsyncSession, left: List[int]) -> None:
+        async def consume(s: AsyncSession, acked: List[int], done: asyncio.Event) -> None:
             # window 100 with a prefetch within it, as RabbitMQ's consumers' prefetch 100
             consumer = s.create_consumer("bench", window=BATCH, prefetch=BATCH - 1)
-            while left[0] > 0:
+            while True:
                 d = await consumer.receive(0.5)
                 if d is not None:
-                    left[0] -= 1
                     await consumer.ack(d)
+                    acked[0] += 1
+                    if acked[0] == total:
+                        done.set()
 
         async def main() -> None:
             sessions = [AsyncSession(broker.session()) for _ in range(TASKS)]
-            left = [total]
-            jobs = [produce(s) for s in sessions]
-            if consumers:
-                jobs += [consume(AsyncSession(broker.session(
-                    block_on_acknowledge=variant.block)), left) for _ in range(TASKS)]
-            await asyncio.gather(*jobs)
+            done, acked = asyncio.Event(), [0]
+            receivers = [asyncio.ensure_future(consume(AsyncSession(broker.session(
+                block_on_acknowledge=variant.block)), acked, done))
+                for _ in range(TASKS if consumers else 0)]
+            await asyncio.gather(*[produce(s) for s in sessions])
+            if consumers:  # the clock stops at the last ack, not at a receive's timeout
+                await finish(done, receivers)
 
         with Timed() as c:
             asyncio.run(main())
@@ -165,6 +172,18 @@ def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
     with Timed() as c:
         f = journal_tasks(directory, TASKS, seconds)
     return E2EFigure("journal", "journal", round(f.rate * seconds), seconds, c.cpu)
+
+
+def floor_batch(directory: str, n: int) -> E2EFigure:
+    """``bench_floors.batch_floor``: the batch workload's journal and API part alone."""
+    done, t = batch_floor(directory, n, BODY)
+    return E2EFigure("batch", FLOOR_BATCH, done, t.wall, t.cpu)
+
+
+def floor_async(n: int) -> E2EFigure:
+    """``bench_floors.async_floor``: the async workload's asyncio part alone."""
+    done, t = async_floor(n, BODY)
+    return E2EFigure("async", FLOOR_ASYNC, done, t.wall, t.cpu)
 
 
 def _sqlite(path: str) -> sqlite3.Connection:
@@ -261,8 +280,10 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
         ("sqlite3, one op per transaction", lambda d: sqlite_queue(d, one, 1)),
         *each("batches of 100", lambda d, v: mqstore_batch(d, messages, v)),
         ("sqlite3, 100 ops per transaction", lambda d: sqlite_queue(d, messages, BATCH)),
+        ("the batch floor (journal + API, no broker)", lambda d: floor_batch(d, messages)),
         *each("256 producers + 256 consumers", lambda d, v: mqstore_async(d, messages, True, v)),
         ("mqstore, 256 producers", lambda d: mqstore_async(d, messages, False)),
+        ("the async floor (asyncio, no storage)", lambda d: floor_async(messages)),
         ("the journal, 256 asyncio appenders", lambda d: journal_ceiling(d, 3.0)),
     ]
     try:
@@ -334,6 +355,14 @@ def targets(result: E2EResult) -> List[Target]:
             Target(f"async, {me} / journal",
                    ratio(get("async", me), get("journal", "journal")), 0.25)]
         out += [t for t in mine if v is DEFAULT or t.bound is not None]
+    floor_b, floor_a = get("batch", FLOOR_BATCH), get("async", FLOOR_ASYNC)
+    out += [Target("batch, floor / sqlite3 100/txn (the most any broker could reach here)",
+                   ratio(floor_b, get("batch", "sqlite3 100/txn")), None),
+            Target("batch, floor: CPU µs/msg (the least)",
+                   None if floor_b is None else floor_b.cpu_us, None),
+            Target("async, floor / RabbitMQ window 100 (the most any broker could reach here)",
+                   ratio(floor_a, get("async", "RabbitMQ window 100")), None),
+            Target("async, floor / journal", ratio(floor_a, get("journal", "journal")), None)]
     out += [Target("send, mqstore / RabbitMQ window 100",
                    ratio(get("send", "mqstore"), get("send", "RabbitMQ window 100")), None),
             Target("send, mqstore / journal",

@@ -112,8 +112,11 @@ def bench_e2e(directory: Optional[str], messages: int) -> None:
     console.print("workloads: one = one thread, send/receive/ack one at a time; batch = "
                   "batches of 100; async = 256 asyncio producers + 256 consumers (acked/s); "
                   "send = 256 producers only; journal = the journal's own durable appends "
-                  "from 256 asyncio tasks. ack no wait: block_on_acknowledge=False; Artemis "
-                  "defaults: that and persist_delivery_count_before_delivery=False")
+                  "from 256 asyncio tasks; floors: the batch workload through the journal "
+                  "and the API with no broker, the async one through asyncio with no storage "
+                  "(what any broker could reach here at most). ack no wait: "
+                  "block_on_acknowledge=False; Artemis defaults: that and "
+                  "persist_delivery_count_before_delivery=False")
     rt = Table(title="targets (issue 16)")
     for col in ("ratio", "value", "target", ""):
         rt.add_column(col)

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from mqstore.tools import bench_e2e
 from mqstore.tools.bench_e2e import E2EFigure, E2EResult, targets
+from mqstore.tools.bench_floors import FLOOR_ASYNC, FLOOR_BATCH
 from mqstore.tools.bench_rabbitmq import ConfirmWindow, missing_reason
 from mqstore.tools.cli import main
 
@@ -24,7 +25,8 @@ def test_a_small_run_moves_every_message_of_every_workload(tmp_path) -> None:
                                 ("one", "sqlite3 1/txn", 100),
                                 ("batch", "mqstore", 600), ("batch", "sqlite3 100/txn", 600),
                                 ("async", "mqstore", 512), ("async", "mqstore, ack no wait", 512),
-                                ("send", "mqstore", 512)):
+                                ("send", "mqstore", 512),
+                                ("batch", FLOOR_BATCH, 600), ("async", FLOOR_ASYNC, 512)):
         f = got[(workload, system)]
         assert f.messages == n and f.seconds > 0 and f.rate > 0, (workload, system)
     assert got[("journal", "journal")].rate > 0
@@ -70,7 +72,9 @@ def fake() -> E2EResult:
          E2EFigure("async", "mqstore", 50_000, 9.0, 9.0),
          E2EFigure("journal", "journal", 600_000, 3.0, 3.0),
          E2EFigure("one", "RabbitMQ confirm each", 2000, 2.0, 1.0),
-         E2EFigure("async", "RabbitMQ window 100", 50_000, 4.0, 4.0)]
+         E2EFigure("async", "RabbitMQ window 100", 50_000, 4.0, 4.0),
+         E2EFigure("batch", FLOOR_BATCH, 50_000, 1.0, 0.6),
+         E2EFigure("async", FLOOR_ASYNC, 50_000, 1.25, 0.6)]
     return E2EResult(f, 7000.0, ["persist-queue (pip install 'mqstore[bench]')"])
 
 
@@ -89,6 +93,12 @@ def test_targets_compare_figures_of_the_same_run() -> None:
     assert abs(async_rabbit.value - 50_000 / 9.0 / 12_500) < 1e-9
     assert async_rabbit.verdict == "BELOW"
     assert by_name["send, mqstore / RabbitMQ window 100"].verdict == "not measured"
+    floor = by_name["batch, floor / sqlite3 100/txn (the most any broker could reach here)"]
+    assert abs(floor.value - 50_000 / 62_500) < 1e-9 and floor.verdict == ""
+    assert abs(by_name["batch, floor: CPU µs/msg (the least)"].value - 12.0) < 1e-9
+    floor = by_name["async, floor / RabbitMQ window 100 (the most any broker could reach here)"]
+    assert abs(floor.value - 40_000 / 12_500) < 1e-9
+    assert abs(by_name["async, floor / journal"].value - 40_000 / 200_000) < 1e-9
 
 
 def test_the_command_prints_figures_targets_and_what_is_missing(monkeypatch) -> None:
