@@ -9,7 +9,7 @@ before has a delivery count >= 1 (it comes back flagged redelivered).
 from __future__ import annotations
 
 import random
-from typing import Dict, Iterable, List, Set
+from typing import Dict, Iterable, List, Optional, Set
 
 from hypothesis import HealthCheck, event, settings
 from hypothesis.stateful import RuleBasedStateMachine, rule
@@ -84,7 +84,8 @@ class StoreMachine(RuleBasedStateMachine):
 
 
 def check_store(broker: Broker, queue: str, sent: Iterable[int], acked: Set[int],
-                delivered: Dict[int, int], maybe: Set[int]) -> List[int]:
+                delivered: Dict[int, int], maybe: Set[int],
+                acking: Optional[Set[int]] = None) -> List[int]:
     """Check one queue whose message bodies are ``b"<n>"``; return the numbers present.
 
     Args:
@@ -92,6 +93,9 @@ def check_store(broker: Broker, queue: str, sent: Iterable[int], acked: Set[int]
         acked: numbers whose ack was reported durable.
         delivered: number -> highest delivery count a consumer saw.
         maybe: numbers sent or acked with no report yet (either outcome is fine).
+        acking: when given, every number whose ack was asked for (returned or not): a number
+            a consumer saw must then be present unless it is here, even if its send had not
+            returned (a message is handed out only once it is durable).
     """
     session = broker.session()
     try:
@@ -110,6 +114,9 @@ def check_store(broker: Broker, queue: str, sent: Iterable[int], acked: Set[int]
     known = set(sent) | maybe
     foreign = [n for n in present if n not in known]
     assert not foreign, f"messages never sent: {foreign[:10]}"
+    if acking is not None:
+        gone = [n for n in delivered if n not in present and n not in acking]
+        assert not gone, f"messages handed out before they were durable are gone: {gone[:10]}"
     for n, count in seen:
         if n in delivered:
             assert count >= delivered[n], f"message {n} lost its delivery count"

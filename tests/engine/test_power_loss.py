@@ -18,12 +18,18 @@ its count one below what the last receive returned, never lower, and never lose 
 
 A quarter of the workloads' consumers prefetch (``prefetch=3``): references in delivery that
 no receive returned yet, which a crash must bring back (redelivered), never lose.
+
+A third of the workloads send some batches while a receive waits on another thread, with a
+crash state at every fdatasync of that send (the disk slowed down there): the waiting receive
+is handed the message inside the send, and must not return before it is durable, so every
+message a receive returned is still there after any crash unless its ack was asked for.
 """
 
 from __future__ import annotations
 
 import random
 import threading
+import time
 from typing import Dict, List, Set, Tuple
 
 from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
@@ -41,6 +47,7 @@ class Observed:
         self.acked: Set[int] = set()
         self.delivered: Dict[int, int] = {}
         self.maybe: Set[int] = set()
+        self.acking: Set[int] = set()  # every number whose ack was asked for
 
 
 def verify(fs: SimulatedFileSystem, index: MemoryIndex, obs: Observed, persist: bool) -> None:
@@ -49,7 +56,7 @@ def verify(fs: SimulatedFileSystem, index: MemoryIndex, obs: Observed, persist: 
     broker = Broker.open("/s", fs=fs, journal_options=OPTS, index=index, checkpoint_records=25)
     delivered = obs.delivered if persist else {k: n - 1 for k, n in obs.delivered.items()}
     try:
-        check_store(broker, "q", obs.sent, obs.acked, delivered, obs.maybe)
+        check_store(broker, "q", obs.sent, obs.acked, delivered, obs.maybe, obs.acking)
     finally:
         broker.close()
 
@@ -77,16 +84,21 @@ def run(seed: int, steps: int) -> int:
         with seen:
             o.sent, o.acked = list(obs.sent), set(obs.acked)
             o.delivered, o.maybe = dict(obs.delivered), set(obs.maybe)
+            o.acking = set(obs.acking)
         return o
 
+    waiting = threading.Event()  # a receive waits on another thread while a send goes
+
     def hook(op: str) -> None:
+        if waiting.is_set() and op == "fdatasync":
+            time.sleep(0.005)  # a slow disk: a receive that did not wait would be back by now
         with seen:
             draw = rng.random()
             n = fs.unsynced_count()
             keep = rng.choice([0, n, rng.randrange(0, n + 1)])
             tear = rng.choice([None, "sector", "garbage"])
             crash_rng = random.Random(rng.random())
-        if draw < 0.08:
+        if draw < 0.08 or (waiting.is_set() and op == "fdatasync"):
             states.append((fs.crash(keep, tear, crash_rng), index.crash(crash_rng),
                            snapshot()))
 
@@ -97,31 +109,52 @@ def run(seed: int, steps: int) -> int:
     held = []
     n = 0
     checked = paged_steps = 0
+    def send(batch: List[int]) -> None:
+        with seen:
+            obs.maybe.update(batch)
+            covered = set(unconfirmed)
+        session.send_many("a", [Message(b"%d" % k) for k in batch])
+        with seen:  # the send's wait covers every ack returned before it
+            obs.sent.extend(batch)
+            obs.maybe.difference_update(set(batch) | covered)
+            obs.acked |= covered
+            unconfirmed.difference_update(covered)
+
+    def receive(timeout: float) -> bool:
+        d = consumer.receive(timeout)
+        if d is not None:
+            k = int(d.message.body)
+            with seen:
+                obs.delivered[k] = d.delivery_count
+            held.append((k, d))
+        return d is not None
+
     for _ in range(steps):
         r = rng.random()
         if r < 0.45:
             batch = [n + i for i in range(rng.randrange(1, 4))]
             n += len(batch)
-            with seen:
-                obs.maybe.update(batch)
-                covered = set(unconfirmed)
-            session.send_many("a", [Message(b"%d" % k) for k in batch])
-            with seen:  # the send's wait covers every ack returned before it
-                obs.sent.extend(batch)
-                obs.maybe.difference_update(set(batch) | covered)
-                obs.acked |= covered
-                unconfirmed.difference_update(covered)
+            if seed % 3 == 1 and rng.random() < 0.2:  # to a consumer waiting meanwhile
+                while receive(0):
+                    pass  # it catches up, then waits
+                t = threading.Thread(target=receive, args=(5,))
+                t.start()
+                time.sleep(0.01)
+                waiting.set()
+                try:
+                    send(batch)
+                finally:
+                    waiting.clear()
+                t.join(10)
+            else:
+                send(batch)
         elif r < 0.75:
-            d = consumer.receive_nowait()
-            if d is not None:
-                k = int(d.message.body)
-                with seen:
-                    obs.delivered[k] = d.delivery_count
-                held.append((k, d))
+            receive(0)
         elif r < 0.92 and held:
             k, d = held.pop(rng.randrange(len(held)))
             with seen:
                 obs.maybe.add(k)
+                obs.acking.add(k)
             d.ack()
             with seen:
                 if blocking:
