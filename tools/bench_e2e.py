@@ -176,13 +176,13 @@ def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
 
 def floor_batch(directory: str, n: int) -> E2EFigure:
     """``bench_floors.batch_floor``: the batch workload's journal and API part alone."""
-    done, t = batch_floor(directory, n, BODY)
+    done, t = batch_floor(directory, n, BODY, BATCH)
     return E2EFigure("batch", FLOOR_BATCH, done, t.wall, t.cpu)
 
 
 def floor_async(n: int) -> E2EFigure:
     """``bench_floors.async_floor``: the async workload's asyncio part alone."""
-    done, t = async_floor(n, BODY)
+    done, t = async_floor(n, BODY, TASKS)
     return E2EFigure("async", FLOOR_ASYNC, done, t.wall, t.cpu)
 
 

@@ -28,22 +28,20 @@ from mqstore.recovery.schema import RecordKind
 
 from .proctree import Timed
 
-BATCH = 100
-TASKS = 256
 FLOOR_BATCH = "floor: journal + API, no broker"
 FLOOR_ASYNC = "floor: asyncio, no storage"
 
 
-def batch_floor(directory: str, n: int, body: bytes) -> Tuple[int, Timed]:
-    """``n`` messages (rounded up to whole batches of 100) through the journal alone: returns
-    the count and its ``Timed`` (wall and CPU seconds)."""
+def batch_floor(directory: str, n: int, body: bytes, batch: int) -> Tuple[int, Timed]:
+    """``n`` messages (rounded up to whole batches of ``batch``) through the journal alone:
+    returns the count and its ``Timed`` (wall and CPU seconds)."""
     journal = Journal.open(os.path.join(directory, "journal"), JournalOptions())
     mid = 0
     done = 0
     try:
         with Timed() as t:
             while done < n:
-                messages = [Message(body).checked() for _ in range(BATCH)]
+                messages = [Message(body).checked() for _ in range(batch)]
                 first = mid + 1
                 records: List[Any] = []
                 for m in messages:
@@ -54,17 +52,17 @@ def batch_floor(directory: str, n: int, body: bytes) -> Tuple[int, Timed]:
                 journal.append_many(records).wait()
                 journal.append_many([(int(RecordKind.ACK), {"q": 1, "m": i, "r": 0})
                                      for i in range(first, mid + 1)]).wait()
-                done += BATCH
+                done += batch
     finally:
         journal.close()
     return done, t
 
 
-def async_floor(n: int, body: bytes) -> Tuple[int, Timed]:
-    """``n`` messages (rounded down to 256 producers' equal shares) through asyncio alone:
-    returns the count and its ``Timed``."""
-    per_task = max(1, n // TASKS)
-    total = per_task * TASKS
+def async_floor(n: int, body: bytes, tasks: int) -> Tuple[int, Timed]:
+    """``n`` messages (rounded down to ``tasks`` producers' equal shares; as many consumers)
+    through asyncio alone: returns the count and its ``Timed``."""
+    per_task = max(1, n // tasks)
+    total = per_task * tasks
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -100,8 +98,8 @@ def async_floor(n: int, body: bytes) -> Tuple[int, Timed]:
                     done.set()
 
         done = asyncio.Event()
-        receivers = [asyncio.ensure_future(consume()) for _ in range(TASKS)]
-        await asyncio.gather(*[produce() for _ in range(TASKS)])
+        receivers = [asyncio.ensure_future(consume()) for _ in range(tasks)]
+        await asyncio.gather(*[produce() for _ in range(tasks)])
         await finish(done, receivers)  # the clock stops at the last message, as in ``async``
 
     with Timed() as t:
