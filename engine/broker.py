@@ -56,6 +56,7 @@ from .pagefile import PageFile
 from .paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
                      MessageCache, StoredMessage)
 from .queue import MessageRef, Queue
+from .filters import UnusableFilter, warn_unusable_filter
 from mqstore.journal import FileSystem, JournalError, JournalOptions, OsFileSystem
 from mqstore.recovery import (IndexInvalidError, IndexStore, MessageImage, Progress, RecoveryReport,
                               StoreImage, relocate)
@@ -265,6 +266,8 @@ class Broker:
         for qi in image.queues.values():
             config = QueueConfig.from_record(qi.name, qi.address, qi.routing_type, qi.config)
             queue = self.new_queue(qi.id, config)
+            if isinstance(queue.filter, UnusableFilter):
+                warn_unusable_filter(self.recovery_report, queue.name, queue.filter)
             self._attach_queue(queue)
             queue.open_from_index()
             if config.max_size > 0:  # what a Qpid max_size counts (``engine.queuelimits``)

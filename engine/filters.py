@@ -26,23 +26,27 @@ JMS 1.1 specification's (§3.8.1), which Artemis follows:
 from __future__ import annotations
 
 import functools
+import logging
 import re
 from typing import Any, Callable, Optional, Tuple
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
 from .errors import InvalidArgumentError
 
-__all__ = ["Filter", "FilterSyntaxError", "parse_filter"]
+__all__ = ["Filter", "FilterSyntaxError", "MAX_FILTER_CHARS", "MAX_NESTING", "UnusableFilter",
+           "parse_filter", "stored_filter"]
+
+_log = logging.getLogger("mqstore.engine")
 
 Value = Any  # str, int, float, bool or None (unknown)
 Node = Callable[[Any], Value]
 
 _GRAMMAR = r"""
 ?start: or_expr
-?or_expr: and_expr | or_expr _OR and_expr -> or_
-?and_expr: not_expr | and_expr _AND not_expr -> and_
+?or_expr: and_expr | and_expr (_OR and_expr)+ -> or_
+?and_expr: not_expr | not_expr (_AND not_expr)+ -> and_
 ?not_expr: _NOT not_expr -> not_ | predicate
 ?predicate: sum
     | sum COMPARE sum -> compare
@@ -54,8 +58,8 @@ _GRAMMAR = r"""
     | sum _NOT _LIKE STRING [_ESCAPE STRING] -> not_like
     | sum _IS _NULL -> is_null
     | sum _IS _NOT _NULL -> is_not_null
-?sum: product | sum PLUS product -> arith | sum MINUS product -> arith
-?product: unary | product MUL unary -> arith
+?sum: product | product ((PLUS | MINUS) product)+ -> arith
+?product: unary | unary (MUL unary)+ -> arith
 ?unary: atom | MINUS unary -> neg | PLUS unary -> pos
 ?atom: STRING -> string | NUMBER -> number | _TRUE -> true | _FALSE -> false
     | IDENT -> ident | HYPHENATED -> hyphenated | "(" or_expr ")"
@@ -92,7 +96,8 @@ class FilterSyntaxError(InvalidArgumentError):
         self.text = text
         self.position = position
         where = f" at character {position + 1}" if position is not None else ""
-        super().__init__(field, f"{text!r} is not an Artemis filter expression{where}: {why}")
+        shown = text if len(text) <= 120 else text[:100] + f"... ({len(text):,} characters)"
+        super().__init__(field, f"{shown!r} is not an Artemis filter expression{where}: {why}")
 
 
 def _is_number(v: Value) -> bool:
@@ -225,7 +230,7 @@ def _property(name: str) -> Node:
 
 
 @v_args(inline=True)
-class _Compiler(Transformer):
+class _Compiler(Transformer_NonRecursive):
     """Parse tree -> closure tree. Literal checks JMS makes at parse time raise ValueError."""
 
     def string(self, tok: Token) -> Node:
@@ -253,9 +258,20 @@ class _Compiler(Transformer):
     def pos(self, _sign: Token, a: Node) -> Node:
         return lambda m: _arith("+", 0, a(m))
 
-    def arith(self, a: Node, op: Token, b: Node) -> Node:
-        o = str(op)
-        return lambda m: _arith(o, a(m), b(m))
+    def arith(self, first: Node, *rest: Any) -> Node:
+        """A chain ``a op b op c ...`` of one precedence level, evaluated left to right in one
+        loop (not a nested closure per operator: a chain's length costs no stack depth)."""
+        steps = [(str(rest[i]), rest[i + 1]) for i in range(0, len(rest), 2)]
+        if len(steps) == 1:
+            o, b = steps[0]
+            return lambda m: _arith(o, first(m), b(m))
+
+        def chain(m: Any) -> Value:
+            v = first(m)
+            for o, node in steps:
+                v = _arith(o, v, node(m))
+            return v
+        return chain
 
     def compare(self, a: Node, op: Token, b: Node) -> Node:
         o = str(op)
@@ -310,11 +326,33 @@ class _Compiler(Transformer):
     def not_(self, a: Node) -> Node:
         return lambda m: _not(_truth(a(m)))
 
-    def and_(self, a: Node, b: Node) -> Node:
-        return lambda m: _and(_truth(a(m)), _truth(b(m)))
+    def and_(self, *terms: Node) -> Node:
+        """``a AND b AND ...`` in one loop: false as soon as a term is false, else unknown if
+        one is, else true (three-valued logic)."""
+        def test(m: Any) -> Value:
+            result: Value = True
+            for term in terms:
+                v = _truth(term(m))
+                if v is False:
+                    return False
+                if v is None:
+                    result = None
+            return result
+        return test
 
-    def or_(self, a: Node, b: Node) -> Node:
-        return lambda m: _or(_truth(a(m)), _truth(b(m)))
+    def or_(self, *terms: Node) -> Node:
+        """``a OR b OR ...`` in one loop: true as soon as a term is true, else unknown if one
+        is, else false."""
+        def test(m: Any) -> Value:
+            result: Value = False
+            for term in terms:
+                v = _truth(term(m))
+                if v is True:
+                    return True
+                if v is None:
+                    result = None
+            return result
+        return test
 
 
 _NOT_CONST = object()
@@ -361,10 +399,44 @@ class Filter:
         return f"Filter({self.text!r})"
 
 
+MAX_NESTING = 64
+"""Levels a filter may nest (parentheses, ``NOT``, signs and the operators inside one another);
+a chain of ``AND``, ``OR``, ``+`` or ``*`` of any length is one level. A deeper expression is
+refused with ``FilterSyntaxError`` wherever it is given, so a filter that was accepted and
+journaled compiles again at every open, however deep the stack it is compiled from."""
+
+MAX_FILTER_CHARS = 65536
+"""The longest filter or selector text accepted, in characters (its parse costs time in
+proportion; Artemis has no such bound, but a filter of this size is no hand-written one)."""
+
+
+def _nesting(tree: Tree) -> int:
+    """The depth of ``tree`` (1 for a leaf's parent), walked with a list, not the stack."""
+    deepest = 0
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > deepest:
+            deepest = depth
+            if deepest > MAX_NESTING:
+                break
+        for child in node.children:
+            if isinstance(child, Tree):
+                stack.append((child, depth + 1))
+    return deepest
+
+
 @functools.lru_cache(maxsize=256)
 def _compiled(text: str) -> Tuple[Optional[Node], str, Optional[int]]:
+    if len(text) > MAX_FILTER_CHARS:
+        return None, (f"it is {len(text):,} characters long; a filter may have at most "
+                      f"{MAX_FILTER_CHARS:,}"), None
     try:
         tree = _PARSER.parse(text)
+        if _nesting(tree) > MAX_NESTING:
+            return None, (f"it nests deeper than {MAX_NESTING} levels (parentheses, NOT and "
+                          f"operators inside one another); a chain of AND or OR terms counts "
+                          f"as one level"), None
         return _Compiler().transform(tree), "", None
     except UnexpectedInput as exc:
         return None, _unexpected(exc), exc.pos_in_stream
@@ -382,6 +454,50 @@ def _unexpected(exc: UnexpectedInput) -> str:
         return f"unexpected {str(token)!r}"
     char = getattr(exc, "char", None)
     return f"unexpected {char!r}" if char is not None else "unexpected input"
+
+
+class UnusableFilter(Filter):
+    """A journaled queue filter that does not compile at open (written by a version that
+    accepted what this one refuses, or damaged): it matches no message, so the queue is routed
+    nothing new, while what it holds stays consumable (move it with ``QueueControl`` and
+    re-create the queue). The open goes on; ``RecoveryReport.warnings`` names the queue.
+
+    Attributes:
+        text: the expression as journaled. why: the ``FilterSyntaxError`` text.
+    """
+
+    __slots__ = ("why",)
+
+    def __init__(self, text: str, why: str) -> None:
+        super().__init__(text, _matches_nothing)
+        self.why = why
+
+    def matches(self, message: Any) -> bool:
+        """Always ``False``: an expression that cannot be evaluated is never true."""
+        return False
+
+
+def _matches_nothing(_m: Any) -> Value:
+    return False
+
+
+def warn_unusable_filter(report: Any, queue: str, flt: UnusableFilter) -> None:
+    """Log at WARNING, and add to ``report.warnings`` (a ``RecoveryReport``), that ``queue``'s
+    journaled filter is unusable and what that means for it."""
+    text = (f"queue {queue!r}: its journaled filter does not compile in this version, so the "
+            f"queue is routed no new message until it is re-created ({flt.why})")
+    report.warnings.append(text)
+    _log.warning("%s", text)
+
+
+def stored_filter(text: Optional[str]) -> Optional[Filter]:
+    """A journaled queue filter, compiled as ``parse_filter`` compiles a new one, but never
+    raising: one that does not compile is an ``UnusableFilter`` (recovery must open a store
+    whatever its records say, and refuse only damage it can locate)."""
+    try:
+        return parse_filter(text)
+    except InvalidArgumentError as exc:
+        return UnusableFilter(str(text), str(exc))
 
 
 def parse_filter(text: Optional[str], field: str = "filter") -> Optional[Filter]:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .filters import parse_filter
+from .filters import stored_filter
 from .groups import Groups
 from .lanes import Lanes
 from .model import QueueConfig, QueueInfo
@@ -63,7 +63,9 @@ class Queue:
                  pages: Optional[PageFile] = None) -> None:
         self.id = qid
         self.config = config
-        self.filter = parse_filter(config.filter)  # what may enter (``engine.placement.route``)
+        # what may enter (``engine.placement.route``); checked by ``create_queue`` before it
+        # was journaled, so only a store written by another version gets an UnusableFilter
+        self.filter = stored_filter(config.filter)
         self.cache = cache
         self.reader = reader
         self.ready = Lanes()

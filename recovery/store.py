@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from mqstore.journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
                              Record)
@@ -46,6 +46,9 @@ class RecoveryReport:
         lost: after a salvage, what the last checkpoint held that the salvaged store does not
             (``addresses`` and ``queues``: names; ``messages``: how many); empty otherwise or
             when there was no checkpoint to compare with.
+        warnings: what the open found in the records and could not apply as written, one
+            sentence each (the engine adds to it: a journaled queue filter that no longer
+            compiles); also logged at WARNING.
     """
 
     journal: OpenReport
@@ -55,6 +58,7 @@ class RecoveryReport:
     elapsed_s: float
     counts: Dict[str, int]
     lost: Dict[str, Any] = field(default_factory=dict)
+    warnings: List[str] = field(default_factory=list)
 
     @property
     def rebuilt(self) -> bool:

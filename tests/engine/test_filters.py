@@ -95,3 +95,94 @@ def test_no_filter_and_wrong_types() -> None:
     assert parse_filter("   ") is None
     with pytest.raises(InvalidArgumentError):
         parse_filter(12)  # type: ignore[arg-type]
+
+
+# -- issue 36 item 1: an accepted filter compiles again at every open, at any stack depth --------
+
+def _with_little_stack(frames_left: int, fn):  # type: ignore[no-untyped-def]
+    """Call ``fn()`` with only ``frames_left`` frames of Python stack above this one (as a
+    filter compiled deep inside recovery, or a message matched deep inside a send, has)."""
+    import inspect
+    import sys
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(len(inspect.stack(0)) + frames_left)
+    try:
+        return fn()
+    finally:
+        sys.setrecursionlimit(old)
+
+
+@pytest.mark.parametrize("text", [
+    " AND ".join(f"p{i} = 1" for i in range(3000)),
+    " OR ".join(f"p{i} = 1" for i in range(3000)) + " OR color = 'red'",
+    " + ".join(["weight"] * 3000) + " = 36000",
+    " * ".join(["1"] * 3000) + " = 1",
+    "(" * 3000 + "color = 'red'" + ")" * 3000,
+    "NOT " * 40 + "color = 'red'",
+])
+def test_an_accepted_filter_compiles_and_matches_with_a_shallow_stack(text: str) -> None:
+    """A chain of AND, OR, + or * terms of any length is one level: it compiles and evaluates
+    in a loop, so whatever is accepted compiles again and matches with 150 frames of stack
+    (before: a chain of ~490 terms needed over 1,000, and recovery compiles deeper in the stack
+    than ``create_queue``: the store would not open again)."""
+    flt = parse_filter(text)
+    assert flt is not None
+    parse_filter.__globals__["_compiled"].cache_clear()
+    got = _with_little_stack(150, lambda: parse_filter(text).matches(MSG))  # type: ignore[union-attr]
+    assert got == flt.matches(MSG)
+    assert got is (not text.startswith(" AND ") and "p0 = 1 AND" not in text)
+
+
+@pytest.mark.parametrize("text", [
+    "NOT " * 1000 + "color = 'red'",
+    "-" * 1000 + "weight = 12",
+    "(" * 1000 + "NOT " * 1000 + "color = 'red'" + ")" * 1000,
+])
+def test_nesting_past_the_bound_is_refused_with_a_typed_error(text: str) -> None:
+    from mqstore.engine.filters import MAX_NESTING
+    with pytest.raises(FilterSyntaxError, match=f"nests deeper than {MAX_NESTING} levels"):
+        _with_little_stack(150, lambda: parse_filter(text))
+
+
+def test_a_text_past_the_length_bound_is_refused_and_the_message_is_short() -> None:
+    from mqstore.engine.filters import MAX_FILTER_CHARS
+    text = "color = '" + "x" * MAX_FILTER_CHARS + "'"
+    with pytest.raises(FilterSyntaxError) as err:
+        parse_filter(text)
+    assert "characters long" in str(err.value) and len(str(err.value)) < 400
+
+
+def test_a_journaled_filter_that_no_longer_compiles_does_not_make_the_store_unopenable(
+        tmp_path, monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+    """A store written by a version that accepted a filter this one refuses opens: the queue
+    is routed nothing new, keeps what it holds, and the open says so (report and log)."""
+    from mqstore import Broker, QueueConfig, RoutingType
+    from mqstore.engine import filters
+    deep = "NOT " * 10 + "color = 'red'"
+    b = Broker.open(str(tmp_path))
+    b.create_address("a", routing_types={RoutingType.ANYCAST})
+    b.create_queue(QueueConfig(name="deep", address="a", routing_type=RoutingType.ANYCAST,
+                               filter=deep))
+    b.create_queue(QueueConfig(name="all", address="a", routing_type=RoutingType.ANYCAST))
+    with b.session() as s:
+        s.send("a", Message(b"1", {"color": "red"}))
+    assert b.queue_info("deep").message_count + b.queue_info("all").message_count == 1
+    held = b.queue_info("deep").message_count
+    b.close()
+    monkeypatch.setattr(filters, "MAX_NESTING", 5)
+    filters._compiled.cache_clear()
+    sent = 1
+    for rebuild in (False, True):
+        b = Broker.open(str(tmp_path), rebuild_index=rebuild)
+        try:
+            assert any("'deep'" in w for w in b.recovery_report.warnings)
+            assert "queue 'deep'" in caplog.text
+            assert b.queue_info("deep").message_count == held
+            with b.session() as s:
+                for _ in range(4):
+                    s.send("a", Message(b"2", {"color": "red"}))  # "deep" would match
+            sent += 4
+            assert b.queue_info("deep").message_count == held  # routed nothing new
+            assert b.queue_info("all").message_count == sent - held
+        finally:
+            b.close()
