@@ -191,9 +191,14 @@ class Consumer:
     def _keep_for_later(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
         """A reference taken for a receive that did not hand it out (cancelled): first in the
         prefetch buffer, for the next receive, or back to the queue at close."""
+        self._keep_all_for_later([ref], ticket)
+
+    def _keep_all_for_later(self, refs: List[MessageRef], ticket: Optional[Ticket]) -> None:
+        """``_keep_for_later`` for references taken together, kept in their order."""
         broker = self.session.broker
         with broker.lock:
-            self.prefetched.keep(ref, ticket)
+            for ref in reversed(refs):
+                self.prefetched.keep(ref, ticket)
             if not self.closed:
                 return
             try:  # closed meanwhile: back to the queue now
@@ -230,7 +235,7 @@ class Consumer:
             refs, ticket = self._take_now(max_messages)
         if refs:  # ready now: one DELIVERY write and one wait for all of them
             broker.storage.wait(ticket)
-            return [self._finish(r) for r in refs]
+            return self._finish_all(refs)
         got = self._next(timeout)
         if got is None:
             return []
@@ -245,22 +250,43 @@ class Consumer:
                 pass
         broker.storage.wait(ticket)  # journal order: it covers the first one too,
         broker.storage.wait(first_ticket)  # which then returns at once
-        return [self._finish(r) for r in [first] + refs]
+        return self._finish_all([first] + refs)
 
     def receive_nowait(self) -> Optional[Delivery]:
         """A message if one is ready now, else ``None``."""
         return self.receive(0)
 
     def _finish(self, ref: MessageRef) -> Delivery:
-        """Build the delivery once its DELIVERY record is durable."""
+        """Build the delivery once its DELIVERY record is durable (``_finish_all``)."""
+        return self._finish_all([ref])[0]
+
+    def _finish_all(self, refs: List[MessageRef]) -> List[Delivery]:
+        """Build the deliveries of ``refs`` (taken for this consumer, in order) once their
+        DELIVERY records are durable.
+
+        Raises:
+            IllegalStateError (BrokerFailedError after a failure): the consumer, its session
+                or the broker closed while they were in flight (taken, not handed out yet,
+                where ``close`` does not see them). They are then kept as a cancelled
+                receive's are: back to the queue head in order when the consumer is closed,
+                else in its prefetch buffer (a closed broker's reopen ends the delivery).
+        """
         broker = self.session.broker
         with broker.lock:
-            body = body_of(broker, ref.msg)
-            d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name, ref,
-                         self.session, self)
-            self.unacked[id(d)] = d
-            self.session.received[id(d)] = d
-        return d
+            try:
+                self._check()
+            except MqStoreError:
+                self._keep_all_for_later(refs, None)
+                raise
+            out = []
+            for ref in refs:
+                body = body_of(broker, ref.msg)
+                d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name,
+                             ref, self.session, self)
+                self.unacked[id(d)] = d
+                self.session.received[id(d)] = d
+                out.append(d)
+        return out
 
     def _check(self) -> None:
         self.session.broker.storage.check_open()

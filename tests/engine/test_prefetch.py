@@ -286,3 +286,53 @@ def test_a_bad_prefetch_is_refused_before_anything_is_made(bad: object) -> None:
             with pytest.raises(InvalidArgumentError):
                 s.create_subscriber("a", prefetch=bad)  # type: ignore[arg-type]
             assert broker.queue_info("q").consumer_count == 0
+
+
+@pytest.mark.parametrize("closing", ["consumer", "session", "broker"])
+@pytest.mark.parametrize("many", [False, True])
+def test_a_receive_in_flight_when_its_consumer_or_broker_closes_raises_illegal_state(
+        closing: str, many: bool) -> None:
+    """A receive that took a message and waits for its DELIVERY record while its consumer,
+    session or broker closes (issue 36 item 7: an untyped KeyError when the broker's close
+    had let the message go): IllegalStateError, and the message goes back to the queue head
+    with its count as it was, never left in delivery."""
+    import threading
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index, first=True)
+    backlog(broker, 3)
+    session = broker.session()
+    c = session.create_consumer("q")
+    waited, go = threading.Event(), threading.Event()
+    real_wait = broker.storage.wait
+
+    def wait_then_hold(ticket):  # type: ignore[no-untyped-def]
+        real_wait(ticket)
+        if threading.current_thread() is not threading.main_thread():
+            waited.set()
+            go.wait()
+    broker.storage.wait = wait_then_hold  # type: ignore[method-assign]
+    raised: List[BaseException] = []
+
+    def receive() -> None:
+        try:
+            c.receive_many(2, 5) if many else c.receive(5)
+        except BaseException as exc:  # noqa: BLE001 - the test looks at what it was
+            raised.append(exc)
+    t = threading.Thread(target=receive)
+    t.start()
+    assert waited.wait(60)  # taken and durable, not handed out yet
+    {"consumer": c, "session": session, "broker": broker}[closing].close()
+    go.set()
+    t.join(60)
+    assert [type(e).__name__ for e in raised] == ["IllegalStateError"]
+    if closing != "broker":
+        assert broker.queue_info("q").delivering_count == 0
+        assert browse(broker) == [(b"m0", 0), (b"m1", 0), (b"m2", 0)]
+        broker.close()
+    broker = open_store(fs, index)
+    taken = 2 if many else 1
+    # never handed out: back with its count as it was; after the broker's close, the reopen
+    # ends the delivery as a crash's does (its DELIVERY record was durable: redelivered)
+    counts = [1 if closing == "broker" and i < taken else 0 for i in range(3)]
+    assert browse(broker) == list(zip([b"m0", b"m1", b"m2"], counts))
+    broker.close()
