@@ -778,26 +778,34 @@ class Broker:
         """Write an index checkpoint now; returns its LSN.
 
         Raises:
-            IndexInvalidError: the index could not be written (nothing else changes; the
-                journal still holds everything). BrokerFailedError, IllegalStateError.
+            IndexInvalidError: the index could not be written (a full disk under ``index/``):
+                counted in ``statistics().checkpoint_failures``; nothing else changes, the
+                broker goes on serving and the journal still holds everything.
+            BrokerFailedError (the journal's sync failed), IllegalStateError (closed).
         """
         with self.lock:
             self.storage.check_open()
-            return self.storage.guard(self._p.checkpoint)
+            return self.storage.guard_journal(self._p.checkpoint_or_raise)
 
     def compact(self, force: bool = False):  # type: ignore[no-untyped-def]
         """Checkpoint, compact the journal, apply the relocations and checkpoint again.
 
         Returns:
             The journal's ``CompactionReport``.
+
+        Raises:
+            IndexInvalidError: the first checkpoint failed (a full index disk): nothing was
+                compacted, the broker goes on. The second one failing is logged and retried
+                as an automatic one is (until it succeeds, a crash rebuilds the index).
+            BrokerFailedError: the journal failed. IllegalStateError: closed.
         """
         with self.lock:
             self.storage.check_open()
-            self.storage.guard(self._p.checkpoint)
+            self.storage.guard_journal(self._p.checkpoint_or_raise)
             report = self.storage.guard(self._p.journal.compact, force)
             if report.compacted:
                 relocate(self._p.image, report.relocations)
-                self.storage.guard(self._p.checkpoint)
+                self.storage.guard(self._p.checkpoint_quietly)
             return report
 
     def restore_messages(self, items: Sequence[Tuple[Any, ...]]) -> None:

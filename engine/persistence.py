@@ -26,6 +26,7 @@ from mqstore.recovery.schema import RecordKind, body_in
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
 READ_CACHE = 8  # decoded records kept for body reads
+MAX_BACKOFF_DOUBLINGS = 6  # failed checkpoints back off to at most 64 x checkpoint_records
 OVERLAY_PER_RECORD = 4  # changed index entries per record a checkpoint is due after (a plain
 # MESSAGE record changes two: its message and its reference)
 
@@ -86,6 +87,10 @@ class Persistence:
         self.last_checkpoint_lsn = 0
         self.checkpoint_failures = 0
         self.last_checkpoint_error = ""
+        # after failed checkpoints in a row, the next automatic one waits for this many
+        # records (doubling, up to MAX_BACKOFF x checkpoint_records); 0: none failed
+        self.failed_in_a_row = 0
+        self.retry_after = 0
         self._cache: "OrderedDict[Location, Any]" = OrderedDict()
 
     def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
@@ -115,6 +120,8 @@ class Persistence:
         n = self.checkpoint_records
         if n <= 0:
             return False
+        if self.retry_after:  # the last ones failed: back off, whatever piles up meanwhile
+            return self.since_checkpoint >= self.retry_after
         return n <= self.since_checkpoint or \
             sum(len(t.dirty) for t in self.image.tables.all()) >= OVERLAY_PER_RECORD * n
 
@@ -140,12 +147,39 @@ class Persistence:
         self.journal.liveness.reclaim()
         self.since_checkpoint = 0
         self.last_checkpoint_lsn = lsn
+        self.failed_in_a_row = self.retry_after = 0
         return lsn
+
+    def checkpoint_or_raise(self, extras: Optional[Dict[str, Any]] = None) -> int:
+        """``checkpoint`` for a caller that asked for one: an index failure is counted as
+        ``checkpoint_quietly`` counts it (and backs off the automatic ones the same way), then
+        raised as ``IndexInvalidError``; nothing else changed, the broker goes on.
+
+        Raises:
+            IndexInvalidError: the index write failed (an ``OSError`` is wrapped).
+            JournalError: the journal sync failed (the caller fail-stops).
+        """
+        try:
+            return self.checkpoint(extras)
+        except (IndexInvalidError, OSError) as exc:
+            self._checkpoint_failed(exc)
+            if isinstance(exc, IndexInvalidError):
+                raise
+            raise IndexInvalidError(f"index write failed: {exc}") from exc
+
+    def _checkpoint_failed(self, exc: BaseException) -> None:
+        self.checkpoint_failures += 1
+        self.last_checkpoint_error = str(exc)
+        self.since_checkpoint = 0
+        self.failed_in_a_row += 1
+        self.retry_after = max(1, self.checkpoint_records) << min(self.failed_in_a_row - 1,
+                                                                   MAX_BACKOFF_DOUBLINGS)
 
     def checkpoint_quietly(self, extras: Optional[Dict[str, Any]] = None) -> int:
         """``checkpoint``, but an index failure (ENOSPC, a damaged LMDB file...) is logged,
-        counted in ``checkpoint_failures``/``last_checkpoint_error`` and retried after another
-        ``checkpoint_records`` records, never raised: the index is a cache, and what the caller
+        counted in ``checkpoint_failures``/``last_checkpoint_error`` and retried with a
+        back-off (after ``checkpoint_records`` records, then twice, four times... as many, up
+        to 64 times, while it keeps failing; a success ends the back-off), never raised: the index is a cache, and what the caller
         did is already durable in the journal (issue 11). The reclaim horizon stays where the
         last good checkpoint put it.
 
@@ -158,11 +192,9 @@ class Persistence:
         try:
             return self.checkpoint(extras)
         except (IndexInvalidError, OSError) as exc:
-            self.checkpoint_failures += 1
-            self.last_checkpoint_error = str(exc)
-            self.since_checkpoint = 0
-            log.warning("index checkpoint failed (it is retried later; the journal holds "
-                        "everything): %s", exc)
+            self._checkpoint_failed(exc)
+            log.warning("index checkpoint failed (retried after %d more records; the journal "
+                        "holds everything): %s", self.retry_after, exc)
             return 0
 
     def read_body(self, mid: int) -> bytes:

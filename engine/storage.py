@@ -69,6 +69,19 @@ class StorageManager:
         except IndexInvalidError as exc:
             self.index_damaged(exc)
 
+    def guard_journal(self, fn: Callable[..., T], *args: Any) -> T:
+        """``guard`` for a step whose ``IndexInvalidError`` is the caller's to see (an index
+        write it asked for: the index is not damaged, only not written): only a
+        ``JournalError`` fail-stops.
+
+        Raises:
+            BrokerFailedError, IllegalStateError: as ``guard``. IndexInvalidError: as raised.
+        """
+        try:
+            return fn(*args)
+        except JournalError as exc:
+            self._journal_failed(exc)
+
     def _journal_failed(self, exc: JournalError) -> NoReturn:
         if self.closed:  # an operation raced close(): not a storage failure
             raise IllegalStateError("the broker is closed") from exc

@@ -80,3 +80,63 @@ def test_checkpoints_resume_when_the_index_is_writable_again(tmp_path: Path) -> 
                                                                      b"c"]
     finally:
         b.close()
+
+
+def test_failed_checkpoints_back_off_instead_of_running_at_every_write(tmp_path: Path) -> None:
+    """Issue 36 item 3: while the index cannot be written, the changes held in RAM keep a
+    checkpoint due; it was tried again at almost every write (1,000 failed checkpoints, each
+    with a journal sync, for 1,000 sends). Now it backs off (10, 20, 40 ... up to 640 records)
+    and, once the index is writable again, the next try succeeds and ends the back-off."""
+    index = FullIndex()
+    b = Broker.open(str(tmp_path / "s"), index=index, checkpoint_records=10, expiry_scan_ms=0)
+    try:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        with b.session() as s:
+            for i in range(1000):
+                s.send("q", Message(b"x"), timeout=None)
+            failed = b.statistics().checkpoint_failures
+            assert 3 <= failed <= 10, failed
+            index.full = False
+            for i in range(700):  # within the longest back-off, the next try comes
+                s.send("q", Message(b"y"))
+            stats = b.statistics()
+            assert stats.checkpoint_failures == failed and stats.checkpoint_lsn > 0
+            assert not stats.failed
+            index.full = True  # a success ended the back-off: the next due one is tried
+            for i in range(40):
+                s.send("q", Message(b"z"))
+            assert b.statistics().checkpoint_failures > failed
+    finally:
+        b.close()
+
+
+def test_an_explicit_checkpoint_or_compact_on_a_full_index_raises_and_the_broker_goes_on(
+        tmp_path: Path) -> None:
+    """``checkpoint()`` and ``compact()`` promise IndexInvalidError with nothing else changed
+    (issue 36 item 3: they fail-stopped the broker and marked the index damaged)."""
+    import pytest
+    index = FullIndex()
+    d = str(tmp_path / "s")
+    b = Broker.open(d, index=index, checkpoint_records=0, expiry_scan_ms=0)
+    b.create_address("q")
+    b.create_queue(QueueConfig("q", "q"))
+    before = b.statistics().checkpoint_failures  # the open's own, after creating the store
+    with b.session() as s:
+        s.send("q", Message(b"a"))
+        for call in (b.checkpoint, lambda: b.compact(force=True)):
+            with pytest.raises(IndexInvalidError, match="No space"):
+                call()
+            assert not b.statistics().failed
+            s.send("q", Message(b"b"))  # still serving
+        assert b.statistics().checkpoint_failures == before + 2
+        index.full = False
+        assert b.checkpoint() > 0
+        c = s.create_consumer("q")
+        assert [c.receive(1).message.body for _ in range(3)] == [b"a", b"b", b"b"]
+    b.close()
+    b = Broker.open(d, index=index, expiry_scan_ms=0)
+    try:
+        assert b.recovery_report.index == "used"  # never marked damaged
+    finally:
+        b.close()
