@@ -24,7 +24,8 @@ from .errors import InvalidArgumentError
 from .filters import parse_filter
 from .model import PolicyType, QpidLvq, QueueConfig, RoutingType
 from .names import check_name
-from .values import TIME_MAX, check_bool, check_choice, check_int, check_text
+from .values import (MAX_SETTING_CHARS, TIME_MAX, check_bool, check_choice, check_int,
+                     check_text)
 from .wildcards import DEFAULT_SYNTAX, WildcardSyntax, matching
 
 DEFAULT_LVQ_KEY = "_AMQ_LVQ_NAME"
@@ -169,7 +170,8 @@ class AddressSettings:
             if getattr(self, name) is not None:
                 check_bool(name, getattr(self, name))
         if self.default_last_value_key is not None and not check_text(
-                "default_last_value_key", self.default_last_value_key):
+                "default_last_value_key", self.default_last_value_key,
+                max_chars=MAX_SETTING_CHARS):
             raise InvalidArgumentError("default_last_value_key", "a non-empty name is needed")
         for name in ("dead_letter_address", "expiry_address"):
             if getattr(self, name) is not None:
@@ -357,6 +359,6 @@ def check_queue_config(config: QueueConfig, syntax: WildcardSyntax = DEFAULT_SYN
         raise InvalidArgumentError("max_count", "size limits on a last-value queue are not "
                                    "supported: declare the limits or the last-value key")
     parse_filter(config.filter, "filter")
-    if config.last_value_key is not None and not check_text("last_value_key",
-                                                            config.last_value_key):
+    if config.last_value_key is not None and not check_text(
+            "last_value_key", config.last_value_key, max_chars=MAX_SETTING_CHARS):
         raise InvalidArgumentError("last_value_key", "a non-empty property name is needed")

@@ -16,7 +16,7 @@ from typing import Any, Callable, List, NoReturn, Optional, TypeVar
 from .addressfull import Room
 from .errors import BrokerFailedError, IllegalStateError
 from .persistence import Persistence
-from mqstore.journal import JournalError, Ticket
+from mqstore.journal import InvalidRecordError, JournalError, RecordTooLargeError, Ticket
 from mqstore.recovery.errors import IndexInvalidError
 
 T = TypeVar("T")
@@ -61,9 +61,15 @@ class StorageManager:
         Raises:
             BrokerFailedError: the step raised a JournalError or IndexInvalidError (the broker
                 is failed from now on). IllegalStateError: it raced ``close``.
+            RecordTooLargeError, InvalidRecordError: a record the journal refused before
+                placing anything (too large for a frame, not serialisable): bad input, not a
+                storage failure; nothing was written and the broker goes on (the engine
+                writes before it changes what it holds, so nothing changed either).
         """
         try:
             return fn(*args)
+        except (RecordTooLargeError, InvalidRecordError):
+            raise
         except JournalError as exc:
             self._journal_failed(exc)
         except IndexInvalidError as exc:

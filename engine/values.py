@@ -48,12 +48,27 @@ def check_choice(field: str, value: Any, choices: Type[E]) -> E:
                                    f"{', '.join(str(c.value) for c in choices)}") from None
 
 
-def check_text(field: str, value: Any, optional: bool = False) -> Optional[str]:
-    """``value`` if it is a str that encodes as UTF-8 (``None`` too when ``optional``)."""
+MAX_SETTING_CHARS = 65536
+"""The longest text a configuration value may be (a last-value key, a default one), in
+characters: configuration records stay far below a journal record's size (16 MiB by default),
+so a value is refused here, typed, before anything is written."""
+
+
+def check_text(field: str, value: Any, optional: bool = False,
+               max_chars: Optional[int] = None) -> Optional[str]:
+    """``value`` if it is a str that encodes as UTF-8 (``None`` too when ``optional``), of at
+    most ``max_chars`` characters when given.
+
+    Raises:
+        InvalidArgumentError: not a str, not valid Unicode, or too long.
+    """
     if value is None and optional:
         return None
     if not isinstance(value, str):
-        raise InvalidArgumentError(field, f"a string is needed, not {value!r}")
+        raise InvalidArgumentError(field, f"a string is needed, not {value!r:.80}")
+    if max_chars is not None and len(value) > max_chars:
+        raise InvalidArgumentError(field, f"{len(value):,} characters; at most {max_chars:,} "
+                                          f"are accepted")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -284,3 +284,39 @@ def test_a_bad_receive_timeout_takes_nothing(broker: Broker, timeout: Any) -> No
         d = c.receive(1)  # the message was not taken by the refused call
         assert d is not None and d.message.body == b"m"
         d.ack()
+
+
+BIG = "k" * (20 << 20)
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: b.create_queue(QueueConfig("q2", "q", filter=f"x = '{BIG}'")),
+    lambda b: b.create_queue(QueueConfig("q2", "q", last_value_key=BIG)),
+    lambda b: b.set_address_settings("q", AddressSettings(default_last_value_key=BIG)),
+    # a value the bounds let through but a record of this store's size cannot hold
+    lambda b: b.create_queue(QueueConfig("q2", "q", filter=f"x = '{'é' * 40000}'")),
+    lambda b: b.create_queue(QueueConfig("q2", "q", last_value_key="é" * 40000)),
+], ids=["filter", "last_value_key", "default_last_value_key", "filter-record",
+        "key-record"])
+def test_a_value_larger_than_a_record_is_refused_typed_and_the_broker_goes_on(
+        tmp_path: Path, call: Callable[[Broker], Any]) -> None:
+    """Issue 36 item 5: a 20 MB filter or last-value key fail-stopped the broker (the journal's
+    RecordTooLargeError was taken for a storage failure). Too long a value is refused when
+    checked; one that passes the checks but makes a record larger than the journal's frames
+    is refused by the journal before anything is placed: typed, nothing written, and the
+    broker goes on serving."""
+    b = open_store(tmp_path)
+    try:
+        b.create_address("q")
+        b.create_queue(QueueConfig("q", "q"))
+        lsn = b.statistics().journal.next_lsn
+        with pytest.raises(MqStoreError):
+            call(b)
+        stats = b.statistics()
+        assert not stats.failed and stats.journal.next_lsn == lsn
+        assert b.queue_names() == ["q"] and b.address_settings("q").default_last_value_key is None
+        with b.session() as s:
+            s.send("q", Message(b"still serving"))
+        assert b.queue_info("q").message_count == 1
+    finally:
+        b.close()
