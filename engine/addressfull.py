@@ -26,12 +26,23 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from .errors import AddressFullError
+from .values import TIME_MAX, check_int
 from .paging import StoredMessage
 from .settings import AddressFullPolicy, AddressSettings
 from mqstore.recovery import StoreImage
 
 T = TypeVar("T")
 UNLIMITED = -1
+
+
+def check_global_max_size(value: Any, field: str = "global_max_size") -> int:
+    """``value`` if it is a global-max-size: bytes, an int in -1 (``UNLIMITED``)..2**63-1.
+    The one check for ``Broker.open``'s argument and a configuration file's value.
+
+    Raises:
+        InvalidArgumentError: not an int in that range.
+    """
+    return check_int(field, value, UNLIMITED, TIME_MAX)
 
 
 class AddressSizes:

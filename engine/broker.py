@@ -51,7 +51,7 @@ from .config import deploy, load_config, open_arguments
 from .wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax, matches
 from .policies import build_policies
 from .address import Address
-from .addressfull import UNLIMITED, AddressSizes, Room
+from .addressfull import UNLIMITED, AddressSizes, Room, check_global_max_size
 from .pagefile import PageFile
 from .paging import (DEFAULT_BUDGET, MIN_BUDGET, IndexReader, MemoryBudget,
                      MessageCache, StoredMessage)
@@ -206,7 +206,7 @@ class Broker:
         check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)
         check_int("expiry_scan_ms", expiry_scan_ms, 0, TIME_MAX)
         check_int("memory_budget", memory_budget, MIN_BUDGET, TIME_MAX)
-        check_int("global_max_size", global_max_size, UNLIMITED, TIME_MAX)
+        check_global_max_size(global_max_size)
         entries = {check_match(m, wildcard_syntax): checked_settings(v)
                    for m, v in (address_settings or {}).items()}
         opened = open_storage(directory, fs, index, journal_options or JournalOptions(),

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Tuple, get_args, get_type_hints
 
 from . import brokerxml
-from .addressfull import UNLIMITED
+from .addressfull import UNLIMITED, check_global_max_size
 from .errors import InvalidArgumentError, InvalidNameError, MqStoreError
 from .model import QueueConfig, RoutingType
 from .names import MULTICAST_PREFIX, PREFIXES, check_name
@@ -51,7 +51,13 @@ log = logging.getLogger("mqstore.engine")
 SETTING_ELEMENTS = brokerxml.SETTING_ELEMENTS
 _TYPES = {name: next(t for t in get_args(hint) if t is not type(None))
           for name, hint in get_type_hints(AddressSettings).items()}
-_BYTES = re.compile(r"^\s*(\d+)\s*(k|ki|m|mi|g|gi)?(b)?\s*$", re.IGNORECASE)
+# matched against stripped text of at most _MAX_NUMBER characters, with one run of blanks:
+# linear (two adjacent optional runs of blanks made "1" + 30,000 spaces + "x" take seconds)
+_BYTES = re.compile(r"(\d+)[ \t]*(k|ki|m|mi|g|gi)?(b)?", re.IGNORECASE)
+_MAX_NUMBER = 64
+MAX_NESTING = 32
+"""Levels a configuration file's values may nest (a broker.xml or TOML file needs under 10);
+deeper is refused with ``ConfigError`` before any is used."""
 _UNITS = {None: 1, "k": 1 << 10, "ki": 1 << 10, "m": 1 << 20, "mi": 1 << 20, "g": 1 << 30,
           "gi": 1 << 30}
 # a queue's attribute -> (``QueueConfig`` field, kind)
@@ -139,6 +145,9 @@ def parse_toml(text: str, source: str = "mqstore.toml") -> BrokerConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(source, "", f"not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise ConfigError(source, "", f"refused: values nest deeper than {MAX_NESTING} "
+                          f"levels") from None
     return from_mapping(data, source)
 
 
@@ -147,12 +156,29 @@ def from_mapping(data: Mapping[str, Any], source: str = "configuration") -> Brok
     docstring), checked. Raises ConfigError."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, "", "a table of sections is needed")
+    if _nesting(data) > MAX_NESTING:
+        raise ConfigError(source, "", f"refused: values nest deeper than {MAX_NESTING} levels")
     known = ("global-max-size", "persist-delivery-count-before-delivery",
              "wildcard-addresses", "address-settings", "addresses")
     for key in data:
         if key not in known:
             raise ConfigError(source, str(key), f"unknown key (known: {', '.join(known)})")
     return _build(data, [], source)
+
+
+def _nesting(data: Any) -> int:
+    """How deep tables and arrays nest in ``data``, walked with a list (not the stack), and
+    stopping once past ``MAX_NESTING``."""
+    deepest = 0
+    stack = [(data, 1)]
+    while stack and deepest <= MAX_NESTING:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(value, Mapping):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend((v, depth + 1) for v in value)
+    return deepest
 
 
 def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfig:
@@ -178,9 +204,13 @@ def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfi
         if value != ours:
             raise ConfigError(source, where, f"{key}={value!r}: mqstore's routing prefixes "
                               f"are always {', '.join(PREFIXES)} (Artemis addressing §4.13)")
-    return BrokerConfig(source, settings, addresses, syntax,
-                        None if gms is None else _number(gms, int, "global-max-size", source,
-                                                         True),
+    if gms is not None:
+        gms = _number(gms, int, "global-max-size", source, True)
+        try:
+            check_global_max_size(gms, "global-max-size")
+        except InvalidArgumentError as exc:
+            raise ConfigError(source, "global-max-size", str(exc)) from None
+    return BrokerConfig(source, settings, addresses, syntax, gms,
                         tuple(notes), None if pdc is None else _bool(
                             pdc, "persist-delivery-count-before-delivery", source))
 
@@ -305,7 +335,10 @@ def _number(value: Any, kind: type, where: str, source: str, size: bool = False)
     if isinstance(value, (int, float)) and (kind is float or isinstance(value, int)):
         return kind(value)
     text = str(value).strip()
-    got = _BYTES.match(text) if size else None
+    if len(text) > _MAX_NUMBER:
+        raise ConfigError(source, where, f"{text[:20]!r}... ({len(text):,} characters) is not "
+                          f"a number")
+    got = _BYTES.fullmatch(text) if size else None
     if got is not None:
         return int(got.group(1)) * _UNITS[(got.group(2) or "").lower() or None]
     try:

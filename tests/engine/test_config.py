@@ -658,3 +658,45 @@ def test_any_toml_table_is_a_config_or_a_config_error(data: dict) -> None:
         from_mapping(data, "f.toml")
     except ConfigError:
         pass
+
+
+# -- issue 36 item 8: hostile configuration files get a ConfigError, quickly ---------------------
+
+@pytest.mark.parametrize("name,text", [
+    ("broker.xml", "<configuration>" + "<x>" * 50_000 + "</x>" * 50_000 + "</configuration>"),
+    ("broker.xml", "<configuration><core>" + "<core>" * 50_000 + "</core>" * 50_000 +
+     "</core></configuration>"),
+    ("mqstore.toml", "a = " + "[" * 5_000 + "]" * 5_000),
+    ("mqstore.toml", "a = " + "{b=" * 3_000 + "1" + "}" * 3_000),
+    ("mqstore.toml", "[addresses.a]\nanycast = " + "[" * 200 + "]" * 200),
+], ids=["xml-unknown", "xml-containers", "toml-arrays", "toml-tables", "toml-in-a-queue"])
+def test_deep_nesting_is_a_config_error_not_a_recursion_error(
+        tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="nest deeper than"):
+        load_config(str(path))
+    with pytest.raises(ConfigError):
+        Broker.open(str(tmp_path / "s"), config=str(path))
+    assert not (tmp_path / "s").exists()  # refused before the store is touched
+
+
+def test_a_size_value_with_a_long_run_of_blanks_is_refused_at_once() -> None:
+    """Two adjacent optional runs of blanks in the size pattern backtracked quadratically: "1",
+    30,000 spaces and "x" took 10-31 s. A number's text is bounded (64 characters) before any
+    pattern sees it, and the pattern has one run of blanks."""
+    with pytest.raises(ConfigError, match=r"30,002 characters\) is not a number"):
+        parse_toml('global-max-size = "1' + " " * 30_000 + 'x"')
+    with pytest.raises(ConfigError, match="is not a number"):
+        parse_xml("<core><global-max-size>1" + " " * 50 + "x</global-max-size></core>")
+    assert parse_toml('global-max-size = "100 MiB"').global_max_size == 100 << 20
+    assert parse_xml("<core><global-max-size> 2 kb </global-max-size></core>"
+                     ).global_max_size == 2048
+
+
+@pytest.mark.parametrize("value", ["1000000000000000000000000000000", "-2", '"9223372036854775808"'])
+def test_global_max_size_is_checked_once_for_the_file_and_for_open(value: str) -> None:
+    """A global-max-size that ``Broker.open`` refuses is refused by the file's own check (and
+    so by ``mqstore config check``), with the same bounds."""
+    with pytest.raises(ConfigError, match="global-max-size"):
+        parse_toml(f"global-max-size = {value}")
