@@ -26,6 +26,9 @@ by ``close_stores()`` (also at exit).
 from __future__ import annotations
 
 import atexit
+import base64
+import binascii
+import logging
 import threading
 import uuid
 from queue import Empty
@@ -40,6 +43,7 @@ from mqstore.journal import MqStoreError
 
 TRANSPORT_ALIASES["mqstore"] = "mqstore.tools.kombu_transport:Transport"
 
+log = logging.getLogger("mqstore.kombu")
 _lock = threading.Lock()
 _open: Dict[str, Tuple[Broker, int]] = {}  # directory -> (broker, connections using it)
 
@@ -160,10 +164,14 @@ class Channel(virtual.Channel):
             if not self._has_queue(queue):
                 raise Empty()
             consumer = self._consumers_by_queue[queue] = self._session.create_consumer(queue)
-        delivery = consumer.receive(0)
-        if delivery is None:
-            raise Empty()
-        payload = loads(delivery.message.body)
+        while True:
+            delivery = consumer.receive(0)
+            if delivery is None:
+                raise Empty()
+            payload, why = _decoded(delivery.message.body)
+            if payload is not None:
+                break
+            self._set_aside(queue, delivery, why)  # and go on with the next one
         tag = str(uuid.uuid4())  # one per delivery: a redelivery is another
         props = payload.setdefault("properties", {})
         props["delivery_tag"] = tag
@@ -175,6 +183,34 @@ class Channel(virtual.Channel):
         if queue in self._no_ack:
             self._settle(tag, "ack")
         return payload
+
+    def _set_aside(self, queue: str, delivery: Any, why: str) -> None:
+        """A message on ``queue`` that is not a kombu message (another client's, or damaged):
+        handing it to kombu would raise in the worker, which restarts, takes it again and dies
+        again while the tasks behind it wait. Rejected when the queue's dead-letter rules
+        give it somewhere to go (its alternate address, else the dead-letter address of its
+        address settings, with a queue); else moved to ``<queue>.undecodable`` (created
+        anycast and durable when missing): sent there durably, then acked, so a crash between
+        the two leaves it in both places, never in neither. Logged at WARNING either way."""
+        broker = self._broker
+        target = _dead_letter_target(broker, queue)
+        if target is not None:
+            log.warning("kombu queue %r: message %d is not a kombu message (%s); rejected to "
+                        "%r", queue, delivery.message.message_id, why, target)
+            delivery.reject()
+            return
+        aside = f"{queue}{UNDECODABLE_SUFFIX}"
+        if aside not in broker.queue_names():
+            self._new_queue(aside)
+        msg = delivery.message
+        props = dict(msg.properties)
+        props.update({"_AMQ_ORIG_ADDRESS": msg.address or queue, "_AMQ_ORIG_QUEUE": queue,
+                      "mqstore_undecodable": why[:200]})
+        self._session.send(aside, Message(msg.body, props, durable=msg.durable,
+                                          priority=msg.priority))
+        delivery.ack()
+        log.warning("kombu queue %r: message %d is not a kombu message (%s); moved to %r",
+                    queue, delivery.message.message_id, why, aside)
 
     def basic_consume(self, queue: str, no_ack: bool, *args: Any, **kwargs: Any) -> Any:
         if no_ack:
@@ -212,6 +248,53 @@ class Channel(virtual.Channel):
             self._session.close()  # (and whatever its consumers still held)
         except MqStoreError:
             pass
+
+
+UNDECODABLE_SUFFIX = ".undecodable"
+"""Where a kombu queue's messages that are not kombu messages go when its dead-letter rules
+give them nowhere: ``<queue>.undecodable``."""
+
+
+def _decoded(body: bytes) -> Tuple[Optional[Dict[str, Any]], str]:
+    """``body`` as kombu's message (the JSON object ``_put`` wrote), or ``None`` and why not:
+    not UTF-8, not JSON, not an object, ``properties``/``headers``/``delivery_info`` not
+    objects, a ``body`` that is not a string, or one that does not decode by its
+    ``body_encoding``."""
+    try:
+        payload = loads(body)
+    except (UnicodeDecodeError, ValueError, TypeError) as exc:
+        return None, f"not kombu's JSON: {type(exc).__name__}: {str(exc)[:80]}"
+    if not isinstance(payload, dict):
+        return None, f"a JSON {type(payload).__name__}, not an object"
+    props = payload.setdefault("properties", {})
+    if not isinstance(props, dict) or not isinstance(props.get("delivery_info", {}), dict):
+        return None, "its properties are not an object"
+    if not isinstance(payload.get("headers") or {}, dict):
+        return None, "its headers are not an object"
+    inner = payload.get("body")
+    if inner is not None and not isinstance(inner, (str, bytes)):
+        return None, "its body is not a string"
+    if inner and props.get("body_encoding") == "base64":
+        try:
+            base64.b64decode(inner, validate=True)
+        except (binascii.Error, ValueError):
+            return None, "its body is not the base64 it says it is"
+    return payload, ""
+
+
+def _dead_letter_target(broker: Broker, queue: str) -> Optional[str]:
+    """Where a reject of a message on ``queue`` sends it: its alternate address, else its
+    address settings' dead-letter address, when that address exists with a queue; else
+    ``None`` (a reject would drop it)."""
+    try:
+        info = broker.queue_info(queue)
+        target = info.alternate_address or broker.address_settings(
+            info.address).dead_letter_address
+        if target and broker.address_info(target).queues:
+            return target
+    except MqStoreError:
+        pass
+    return None
 
 
 class Transport(virtual.Transport):

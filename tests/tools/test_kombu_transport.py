@@ -118,3 +118,48 @@ def test_a_celery_task_round_trip_with_a_worker_retries_and_acks_late(tmp_path: 
     assert mqstore.kombu.close_stores() == 1  # (Celery keeps a connection of its own)
     with Broker.open(str(tmp_path / "s")) as b:  # every attempt acked: nothing left
         assert b.queue_info("celery").message_count == 0
+
+
+POISON = [b"\xff\xfe not utf-8", b"plain text", b"[1, 2]", b'{"properties": 3, "body": "x"}',
+          b'{"body": "!!", "properties": {"body_encoding": "base64"}}']
+
+
+@pytest.mark.parametrize("dead_letters", [False, True])
+def test_messages_that_are_not_kombu_messages_are_set_aside_and_consumption_goes_on(
+        tmp_path: Path, dead_letters: bool) -> None:
+    """Issue 36 item 2: one message on a kombu queue that another client sent (or that is
+    damaged) raised in ``Channel._get``; the worker died on it, the message went back to the
+    head and every restarted worker died on it too. Now it goes to the queue's dead-letter
+    rules (a dead-letter address with a queue), or to ``<queue>.undecodable`` when there are
+    none, and the kombu messages behind it are delivered."""
+    from mqstore.engine import AddressSettings, Message, QueueConfig, RoutingType
+    d = tmp_path / "s"
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        q.put({"n": 0})
+        q.close()
+    with Broker.open(str(d)) as b:
+        if dead_letters:
+            b.create_address("DLQ", {RoutingType.ANYCAST})
+            b.create_queue(QueueConfig("DLQ", "DLQ", RoutingType.ANYCAST))
+            b.set_address_settings("jobs", AddressSettings(dead_letter_address="DLQ"))
+        with b.session() as s:
+            for body in POISON:
+                s.send("jobs", Message(body, {"from": "elsewhere"}))
+    with Connection(url(d)) as conn:
+        q = conn.SimpleQueue("jobs")
+        q.put({"n": 1})
+        got = [q.get(timeout=5) for _ in range(2)]
+        assert [m.payload for m in got] == [{"n": 0}, {"n": 1}]
+        for m in got:
+            m.ack()
+        assert q.qsize() == 0
+        q.close()
+    aside = "DLQ" if dead_letters else "jobs.undecodable"
+    with Broker.open(str(d)) as b:
+        assert b.queue_info("jobs").message_count == 0
+        with b.session() as s:
+            kept = [m.message for m in s.create_browser(aside)]
+        assert [m.body for m in kept] == POISON  # in order, every byte kept
+        assert all(m.properties["from"] == "elsewhere" and
+                   m.properties["_AMQ_ORIG_QUEUE"] == "jobs" for m in kept)
