@@ -1,7 +1,7 @@
 """Crash-test an application built on mqstore (``tools.crashtest``; ``mqstore crashtest``)."""
 
 from mqstore.tools.crashtest import (CrashReport, Failure, Ledger, LedgerView, crash_test, kill9,
-                                     load_module)
+                                     load_module, ready)
 
 __all__ = ["CrashReport", "Failure", "Ledger", "LedgerView", "crash_test", "kill9",
-           "load_module"]
+           "load_module", "ready"]

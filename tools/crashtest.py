@@ -24,7 +24,7 @@ What your checks may rely on is what the workload reported through its ``Ledger`
 An operation in flight at the crash (``ledger.maybe``) may or may not have happened. The
 workload runs twice (once to count its file operations, once under the crashes), so keep it
 deterministic. ``kill9`` does the same with real processes: it runs a script, SIGKILLs it at
-random moments and checks the store it leaves.
+random moments after the script called ``ready()`` and checks the store it leaves.
 """
 
 from __future__ import annotations
@@ -243,22 +243,56 @@ def _verify(fs: SimulatedFileSystem, index: MemoryIndex, view: LedgerView, check
     return second
 
 
+READY_ENV = "MQSTORE_CRASHTEST_READY"
+"""The environment variable through which ``kill9`` tells its script where ``ready()`` signals."""
+
+
+def ready() -> None:
+    """Tell a ``kill9`` run that this process has done its setup (opened the store, created
+    its addresses and queues): its kill comes after this call, never before, however slowly
+    a loaded machine imports and opens. Call it once; it does nothing when the process was not
+    started by ``kill9``."""
+    path = os.environ.get(READY_ENV)
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(str(os.getpid()))
+
+
 def kill9(script: List[str], directory: str, check: Callable[[Broker], None],
           kills: int = 5, seconds: Tuple[float, float] = (0.2, 1.5), seed: int = 0,
-          open_options: Optional[Dict[str, Any]] = None) -> List[str]:
-    """Run ``script`` (an argv list; it works on the store in ``directory``) ``kills`` times,
-    each SIGKILLed after a random time in ``seconds``, and after each kill open the store and
-    run ``check(broker)``. Returns the failures (empty: every promise held). A run that ends
-    before its kill is fine (its exit code must be 0)."""
+          open_options: Optional[Dict[str, Any]] = None,
+          ready_timeout: float = 600.0) -> List[str]:
+    """Run ``script`` (an argv list; it works on the store in ``directory``) ``kills`` times;
+    each run is SIGKILLed a random time in ``seconds`` after it called ``ready()`` (this
+    module's: the kill never lands in its setup, whatever the machine's load), then the store
+    is opened and ``check(broker)`` runs. A run that ends before its kill is fine (its exit
+    code must be 0), whether or not it called ``ready()``.
+
+    Args:
+        ready_timeout: seconds a run may take to call ``ready()`` before kill9 gives up on it
+            and reports it (a script that never calls it and never ends); generous, as it is
+            no measure of speed.
+
+    Returns:
+        The failures, one line each (empty: every promise held).
+    """
+    import tempfile
     rng = random.Random(seed)
     failures: List[str] = []
     for i in range(kills):
-        proc = subprocess.Popen(script, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                env={**os.environ})
-        time.sleep(rng.uniform(*seconds))
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGKILL)
-        _out, err = proc.communicate()
+        with tempfile.TemporaryDirectory(prefix="mqstore-kill9-") as tmp:
+            signal_file = os.path.join(tmp, "ready")
+            proc = subprocess.Popen(script, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    env={**os.environ, READY_ENV: signal_file})
+            problem = _wait_ready(proc, signal_file, ready_timeout)
+            if problem is None and proc.poll() is None:
+                time.sleep(rng.uniform(*seconds))  # a random moment of its work
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            _out, err = proc.communicate()
+        if problem is not None:
+            failures.append(f"run {i}: {problem}")
+            continue
         if proc.returncode not in (0, -signal.SIGKILL):
             failures.append(f"run {i}: the script failed ({proc.returncode}): "
                             f"{err.decode(errors='replace')[-500:]}")
@@ -269,6 +303,18 @@ def kill9(script: List[str], directory: str, check: Callable[[Broker], None],
         except Exception as exc:  # noqa: BLE001
             failures.append(f"run {i}: {type(exc).__name__}: {exc}")
     return failures
+
+
+def _wait_ready(proc: "subprocess.Popen[bytes]", signal_file: str, limit: float
+                ) -> Optional[str]:
+    """Wait until ``proc`` called ``ready()`` or ended; why not, after ``limit`` seconds."""
+    deadline = time.monotonic() + limit
+    while not os.path.exists(signal_file) and proc.poll() is None:
+        if time.monotonic() > deadline:
+            return (f"the script neither called mqstore.crashtest.ready() nor ended within "
+                    f"{limit:.0f} s")
+        time.sleep(0.01)
+    return None
 
 
 def load_module(path: str) -> Any:

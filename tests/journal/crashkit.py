@@ -9,6 +9,7 @@ or durable LSN present (a prefix), so every record reported durable is present.
 from __future__ import annotations
 
 import random
+import subprocess
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -117,3 +118,23 @@ def crash_choices(fs: SimulatedFileSystem, rng: random.Random, samples: int
     for _ in range(samples):
         choices.append((rng.randrange(0, n + 1), rng.choice([None, "sector", "garbage"])))
     return choices
+
+
+def kill_after_lines(child: "subprocess.Popen[bytes]", lines: int) -> List[str]:
+    """SIGKILL ``child`` once it has printed ``lines`` more lines (a state, not a time: on a
+    loaded machine a child may do nothing for a second, and a kill timed by the clock would
+    then find it idle), or when it ends first; returns every line it printed, those read after
+    the kill included."""
+    import signal
+    assert child.stdout is not None
+    seen: List[str] = []
+    while len(seen) < lines:
+        line = child.stdout.readline()
+        if not line:
+            break  # it ended by itself
+        seen.append(line.decode())
+    if child.poll() is None:
+        child.send_signal(signal.SIGKILL)
+    seen += child.stdout.read().decode().splitlines(keepends=True)
+    child.wait()
+    return [line.rstrip("\n") for line in seen]

@@ -63,10 +63,12 @@ def test_kill9_runs_a_real_process_and_checks_what_it_leaves(tmp_path: Path) -> 
     d = str(tmp_path / "s")
     script = textwrap.dedent(f"""
         from mqstore.engine import Broker, Message, QueueConfig
+        from mqstore.crashtest import ready
         with Broker.open({d!r}) as b:
             if "q" not in b.queue_names():
                 b.create_address("q")
                 b.create_queue(QueueConfig("q", "q"))
+            ready()  # killed only from here on, however long the import and open took
             with b.session() as s:
                 n = b.queue_info("q").message_count
                 for i in range(n, n + 100000):
@@ -82,3 +84,36 @@ def test_kill9_runs_a_real_process_and_checks_what_it_leaves(tmp_path: Path) -> 
     assert failures == []
     with Broker.open(d) as b:
         assert b.queue_info("q").message_count > 0
+
+
+def test_kill9_kills_only_after_the_script_is_ready_however_slow_its_start(
+        tmp_path: Path) -> None:
+    """Issue 36: on a loaded machine importing mqstore took 3-4 s, the run was killed 0.5-1.0 s
+    after its start, before it had created its queue, and kill9 blamed the application. The
+    clock now starts at ``ready()``: a start slower than the whole kill window (here a second
+    and a half of sleep before the setup) is never interrupted."""
+    d = str(tmp_path / "s")
+    script = textwrap.dedent(f"""
+        import time
+        time.sleep(1.5)  # a slow start: a loaded machine's imports
+        from mqstore.engine import Broker, Message, QueueConfig
+        from mqstore.crashtest import ready
+        with Broker.open({d!r}) as b:
+            if "q" not in b.queue_names():
+                b.create_address("q")
+                b.create_queue(QueueConfig("q", "q"))
+            ready()
+            with b.session() as s:
+                while True:
+                    s.send("q", Message(b"x"))
+    """)
+    opened = []
+
+    def check(broker: Broker) -> None:
+        opened.append(broker.queue_info("q").name)  # QueueNotFoundError if killed too soon
+
+    assert kill9([sys.executable, "-c", script], d, check, kills=2, seconds=(0.1, 0.3)) == []
+    assert opened == ["q", "q"]
+    never = kill9([sys.executable, "-c", "import time\nwhile True: time.sleep(1)"], d, check,
+                  kills=1, ready_timeout=2)
+    assert len(never) == 1 and "ready()" in never[0]
