@@ -14,6 +14,7 @@ from typing import List
 
 import pytest
 
+from tests.waiting import PATIENCE, wait_for
 from mqstore.engine import (AddressFullError, AddressFullPolicy, AddressSettings, AsyncSession,
                             Broker, Message, QueueConfig, RoutingType)
 from mqstore.engine.errors import InvalidArgumentError
@@ -558,9 +559,9 @@ def test_closing_the_broker_ends_a_blocked_send(tmp_path: Path) -> None:
 
     t = threading.Thread(target=producer)
     t.start()
-    time.sleep(0.2)
+    wait_for(lambda: b.room.waiting, "the send blocks on the full address")
     b.close()
-    t.join(5)
+    t.join(PATIENCE)
     assert not t.is_alive() and errors and "closed" in str(errors[0])
 
 

@@ -10,6 +10,7 @@ from typing import List
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import (AddressNotFoundError, AlreadyExistsError, AsyncSession, Broker,
                             IllegalStateError, InvalidNameError, Message, QueueConfig,
                             QueueNotFoundError, ResourceLimitError, RoutingType, RoutingTypeError)
@@ -375,12 +376,12 @@ def test_an_asyncio_receive_waiting_is_woken_by_a_send_from_a_task_or_a_thread(
         s = AsyncSession(broker.session())
         c = s.create_consumer("q")
         waiting = asyncio.ensure_future(c.receive())
-        await asyncio.sleep(0.05)
+        while not broker.find_queue("q").waiters:  # the receive is registered and waits
+            await asyncio.sleep(0.001)
         if sender == "task":
             await s.send("q", Message(b"m"))
         else:
-            def later() -> None:
-                time.sleep(0.2)  # the loop is asleep in its selector by then
+            def later() -> None:  # the loop may be asleep in its selector: a wake is needed
                 broker.session().send("q", Message(b"m"))
             threading.Thread(target=later).start()
         d = await waiting
@@ -390,7 +391,7 @@ def test_an_asyncio_receive_waiting_is_woken_by_a_send_from_a_task_or_a_thread(
 
     loop_thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
     loop_thread.start()
-    loop_thread.join(30)  # a lost wake leaves the loop asleep for good
+    loop_thread.join(PATIENCE)  # a lost wake leaves the loop asleep for good
     assert result == [b"m"]
     assert broker.queue_info("q").message_count == 0
 
@@ -403,12 +404,12 @@ def test_a_full_window_waits_for_an_ack(broker: Broker) -> None:
         c = s.create_consumer("q", window=1)
         first = c.receive(1)
         result = []
-        t = threading.Thread(target=lambda: result.append(c.receive(5)))
+        t = threading.Thread(target=lambda: result.append(c.receive(PATIENCE)))
         t.start()
-        time.sleep(0.05)
-        assert not result  # blocked: no credit
+        receivers_waiting(broker, "q")  # blocked: no credit, while a message is ready
+        assert not result and broker.queue_info("q").message_count == 2
         first.ack()
-        t.join(5)
+        t.join(PATIENCE)
         assert result and result[0].message.body == b"2"
 
 

@@ -13,6 +13,7 @@ from typing import List, Optional, Tuple
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
 from mqstore.engine.session import Delivery
 from mqstore.journal import SimulatedFileSystem
@@ -47,19 +48,19 @@ def received_while_sent(broker: Broker, fs: SimulatedFileSystem, message: Messag
     got: List[Tuple[Optional[Delivery], int]] = []
 
     def consume() -> None:
-        d = broker.session().create_consumer("q", selector=selector).receive(10)
+        d = broker.session().create_consumer("q", selector=selector).receive(PATIENCE)
         got.append((d, broker.statistics().journal.durable_lsn))
 
     t = threading.Thread(target=consume)
     t.start()
-    time.sleep(0.2)  # the consumer waits
+    receivers_waiting(broker, "q")
     message_lsn = broker.statistics().journal.next_lsn
     fs.hook = lambda op: time.sleep(0.3) if op == "fdatasync" else None
     try:
         broker.session().send("a", message)
     finally:
         fs.hook = None
-    t.join(10)
+    t.join(PATIENCE)
     assert got, "the consumer received nothing"
     return got[0][0], got[0][1], message_lsn
 

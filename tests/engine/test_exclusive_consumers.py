@@ -8,6 +8,7 @@ from typing import List
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import (AddressSettings, Broker, Message, QueueConfig, ResourceLimitError,
                             RoutingType)
 from mqstore.journal import SimulatedFileSystem
@@ -46,15 +47,16 @@ def test_a_waiting_consumer_is_served_when_the_exclusive_one_closes() -> None:
             with b.session() as s2:
                 second = s2.create_consumer("q")
                 got: List[object] = []
-                t = threading.Thread(target=lambda: got.append(second.receive(5)))
+                t = threading.Thread(target=lambda: got.append(second.receive(PATIENCE)))
                 t.start()
+                receivers_waiting(b, "q")
                 s.send("a", Message(b"x"))
                 d = first.receive(1)
                 assert d is not None and d.message.body == b"x"
                 d.release()  # back on the queue; the first one is still the exclusive one
                 assert t.is_alive()
                 first.close()  # the second one takes over, and is woken
-                t.join(5)
+                t.join(PATIENCE)
                 assert not t.is_alive() and got[0] is not None
                 assert got[0].message.body == b"x"  # type: ignore[attr-defined]
 

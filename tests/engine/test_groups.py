@@ -10,6 +10,7 @@ from typing import List, Tuple
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
 from mqstore.engine.paging import MIN_BUDGET
 
@@ -51,13 +52,13 @@ def test_the_next_consumer_takes_over_a_closed_owners_groups(tmp_path: Path) -> 
         held = one.receive_many(2, timeout=0)
         assert ids(held) == [("A", 0), ("A", 1)]
         got: list = []
-        waiter = threading.Thread(target=lambda: got.extend(two.receive_many(5, timeout=5)))
+        waiter = threading.Thread(target=lambda: got.extend(two.receive_many(5,
+                                                                             timeout=PATIENCE)))
         assert ids(two.receive_many(5, timeout=0)) == [("B", 2)]
         waiter.start()
-        while not b.queues["q"].waiters:
-            threading.Event().wait(0.01)
+        receivers_waiting(b, "q")
         one.close()  # its unacked messages come back; group A is free
-        waiter.join(10)
+        waiter.join(PATIENCE)
         assert [(g, n, d.delivery_count) for (g, n), d in zip(ids(got), got)] == \
             [("A", 0, 2), ("A", 1, 2)]
 

@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Dict, List, Set, Tuple
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
 from mqstore.journal import JournalOptions, SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
@@ -137,15 +138,15 @@ def run(seed: int, steps: int) -> int:
             if seed % 3 == 1 and rng.random() < 0.2:  # to a consumer waiting meanwhile
                 while receive(0):
                     pass  # it catches up, then waits
-                t = threading.Thread(target=receive, args=(5,))
+                t = threading.Thread(target=receive, args=(PATIENCE,))
                 t.start()
-                time.sleep(0.01)
+                receivers_waiting(broker, "q")
                 waiting.set()
                 try:
                     send(batch)
                 finally:
                     waiting.clear()
-                t.join(10)
+                t.join(PATIENCE)
             else:
                 send(batch)
         elif r < 0.75:

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
+import threading
 from typing import List, Optional, Tuple
 
 import pytest
 
+from tests.waiting import PATIENCE
 from mqstore.engine import (Broker, InvalidArgumentError, Message, PolicyType, QueueConfig,
                             RoutingType)
 from mqstore.engine.aio import AsyncSession
@@ -36,6 +37,19 @@ def backlog(broker: Broker, n: int) -> None:
 def browse(broker: Broker) -> List[Tuple[bytes, int]]:
     with broker.session() as s:
         return [(m.message.body, m.delivery_count) for m in s.create_browser("q")]
+
+
+def slow_fdatasync(fs: SimulatedFileSystem) -> Tuple[threading.Event, threading.Event]:
+    """Hold the journal's next fdatasync until the second event is set; the first is set
+    once it is held (a state to wait for, instead of a sleep that a loaded machine outlasts)."""
+    syncing, go = threading.Event(), threading.Event()
+
+    def hook(op: str) -> None:
+        if op == "fdatasync" and not go.is_set():
+            syncing.set()
+            go.wait(PATIENCE)
+    fs.hook = hook
+    return syncing, go
 
 
 def records(broker: Broker) -> int:
@@ -195,8 +209,9 @@ def test_a_cancelled_asyncio_receive_that_was_waiting_loses_no_message() -> None
         async def main() -> List[Tuple[bytes, int]]:
             s = AsyncSession(broker.session())
             c = s.create_consumer("q")
-            waiting = asyncio.ensure_future(c.receive(5))
-            await asyncio.sleep(0.05)  # it waits for a message
+            waiting = asyncio.ensure_future(c.receive(PATIENCE))
+            while not broker.find_queue("q").waiters:  # it waits for a message
+                await asyncio.sleep(0.001)
             waiting.cancel()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
@@ -236,13 +251,15 @@ def test_a_receive_cancelled_during_its_durability_wait_keeps_the_message_for_th
     async def main() -> List[Tuple[bytes, int]]:
         s = AsyncSession(broker.session())
         c = s.create_consumer("q")
-        fs.hook = lambda op: time.sleep(0.2) if op == "fdatasync" else None
-        taking = asyncio.ensure_future(c.receive(5))  # takes m0, waits for its DELIVERY record
-        await asyncio.sleep(0.05)
+        syncing, go = slow_fdatasync(fs)
+        taking = asyncio.ensure_future(c.receive(PATIENCE))  # takes m0, waits for its record
+        while not syncing.is_set():
+            await asyncio.sleep(0.001)
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
         fs.hook = None
+        go.set()
         got = [await c.receive(1), await c.receive(1)]
         out = [(d.message.body, d.delivery_count) for d in got if d is not None]
         c.close()  # nothing held back: both were handed out and go back unacked
@@ -261,14 +278,16 @@ def test_a_cancelled_receive_on_a_consumer_closed_meanwhile_returns_its_message(
     async def main() -> None:
         s = AsyncSession(broker.session())
         c = s.create_consumer("q")
-        fs.hook = lambda op: time.sleep(0.2) if op == "fdatasync" else None
-        taking = asyncio.ensure_future(c.receive(5))
-        await asyncio.sleep(0.05)
+        syncing, go = slow_fdatasync(fs)
+        taking = asyncio.ensure_future(c.receive(PATIENCE))
+        while not syncing.is_set():
+            await asyncio.sleep(0.001)
         c.close()
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
         fs.hook = None
+        go.set()
 
     asyncio.run(main())
     assert broker.queue_info("q").delivering_count == 0
@@ -296,7 +315,6 @@ def test_a_receive_in_flight_when_its_consumer_or_broker_closes_raises_illegal_s
     session or broker closes (issue 36 item 7: an untyped KeyError when the broker's close
     had let the message go): IllegalStateError, and the message goes back to the queue head
     with its count as it was, never left in delivery."""
-    import threading
     fs, index = SimulatedFileSystem(), MemoryIndex()
     broker = open_store(fs, index, first=True)
     backlog(broker, 3)

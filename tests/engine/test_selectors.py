@@ -14,6 +14,7 @@ from typing import List
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import (AddressSettings, Broker, FilterSyntaxError, Message, QueueConfig,
                             RoutingType)
 from mqstore.engine.paging import MIN_BUDGET
@@ -176,7 +177,7 @@ def test_a_waiting_selector_is_woken_only_by_what_matches(tmp_path: Path) -> Non
 
         def wait(name: str, selector: str) -> None:
             with b.session() as s:
-                d = s.create_consumer("q", selector=selector).receive(5)
+                d = s.create_consumer("q", selector=selector).receive(PATIENCE)
                 got[name] = None if d is None else d.message.properties["color"]
                 if d is not None:
                     d.ack()
@@ -185,13 +186,12 @@ def test_a_waiting_selector_is_woken_only_by_what_matches(tmp_path: Path) -> Non
                    threading.Thread(target=wait, args=("greens", "color = 'green'"))]
         for t in threads:
             t.start()
-        while b.queue_info("q").consumer_count < 2:
-            threading.Event().wait(0.01)
+        receivers_waiting(b, "q", 2)
         with b.session() as s:
             s.send("a", Message(b"", {"color": "green"}))  # the first waiter does not match
             s.send("a", Message(b"", {"color": "red"}))
         for t in threads:
-            t.join(10)
+            t.join(PATIENCE)
         assert got == {"reds": "red", "greens": "green"}
 
 

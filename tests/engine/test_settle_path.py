@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-import time
 from typing import List, Optional, Tuple
 
 import pytest
 
+from tests.waiting import PATIENCE, receivers_waiting, wait_for
 from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
 from mqstore.engine.aio import AsyncSession
 from mqstore.journal import JournalOptions, SimulatedFileSystem
@@ -59,9 +59,7 @@ def test_a_crash_before_the_acks_group_commit_brings_the_message_back_redelivere
         if op == "fdatasync" and not crashed else None
     d.ack()  # returns without waiting; the writer's fsync of the ack is where the crash is
     assert broker.queue_info("q").message_count == 0  # gone from the queue at once
-    deadline = time.monotonic() + 10
-    while not crashed and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: crashed, "the journal's writer syncs the ack")
     fs.hook = None
     broker.close()
     assert crashed, "the journal's writer never synced the ack"
@@ -120,11 +118,11 @@ def test_receive_many_waiting_takes_the_rest_that_arrived_with_the_first(tmp_pat
         consumer = broker.session().create_consumer("q", window=3)
         sender = broker.session()
         got: List[Optional[list]] = []
-        t = threading.Thread(target=lambda: got.append(consumer.receive_many(10, 10)))
+        t = threading.Thread(target=lambda: got.append(consumer.receive_many(10, PATIENCE)))
         t.start()
-        time.sleep(0.2)  # the consumer is waiting
+        receivers_waiting(broker, "q")
         sender.send_many("a", [Message(b"%d" % i) for i in range(5)])
-        t.join(10)
+        t.join(PATIENCE)
         deliveries = got[0]
         assert deliveries is not None
         # the window bounds the batch: the first one that woke it counts in it

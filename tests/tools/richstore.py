@@ -15,7 +15,8 @@ OPTS = JournalOptions(segment_size=16 * 1024)
 
 def build_rich(d: str) -> None:
     """Write the store at ``d`` (a new directory) and close it cleanly."""
-    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0)
+    clock = [int(time.time() * 1000)]  # injected: scheduled messages come due when it moves
+    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0, clock=lambda: clock[0])
     for name in ("work", "DLA", "expired", "bulk", "ring", "lvq", "temp", "temp2", "alt"):
         b.create_address(name, {RoutingType.ANYCAST})
     b.set_address_settings("work", AddressSettings(max_delivery_attempts=2,
@@ -33,7 +34,7 @@ def build_rich(d: str) -> None:
                         ("lvq", "lvq", {"last_value": True}), ("temp", "temp", {}),
                         ("temp2", "temp2", {"alternate_address": "alt"}), ("alt", "alt", {})):
         b.create_queue(QueueConfig(q, a, **extra))
-    now = int(time.time() * 1000)
+    now = clock[0]
     with b.session() as s:
         for i in range(20):
             s.send("ring", Message(f"r{i}"))
@@ -64,7 +65,7 @@ def build_rich(d: str) -> None:
         for _ in range(30):
             bulk.receive(1).ack()
         bulk.close()
-    time.sleep(0.3)
+    clock[0] += 300
     b.deliver_scheduled()
     with b.session(transacted=True) as t:
         c = t.create_consumer("work")
