@@ -106,10 +106,14 @@ class AddressSizes:
 
     def release_transient(self, msg: StoredMessage) -> None:
         """Such a message left its last queue."""
-        tally(self.transient_paged if msg.paged else self.transient, msg.address, -1,
-             -msg.size)
-        if not msg.paged:
-            self.transient_bytes -= msg.size
+        self.uncount_transient(msg.address, msg.size, msg.paged)
+
+    def uncount_transient(self, address: str, size: int, paged: bool) -> None:
+        """One message journaled nowhere, counted by ``count_transient`` (as paged or not),
+        is gone: ``address`` no longer holds its ``size`` body bytes."""
+        tally(self.transient_paged if paged else self.transient, address, -1, -size)
+        if not paged:
+            self.transient_bytes -= size
 
     def limit_reached(self, address: str, st: AddressSettings, extra: Tuple[int, int] = (0, 0),
                       extra_total: int = 0) -> Optional[str]:

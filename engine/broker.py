@@ -84,6 +84,7 @@ class Broker:
         if pages is not None:
             pages.held = self.cache.get
             pages.lost = self.sizes.lost_transient
+            pages.gone = self._paged_copies_gone
         persistence.image.released = self._image_released
         self.recovery_report = report
         self.lock = threading.RLock()
@@ -689,6 +690,12 @@ class Broker:
         if self.pages is not None and self.pages.image_released(gone.mid, paged) and \
                 not counted:  # only a page file holds it now, for a queue that journals none
             self.sizes.count_transient(gone.address, gone.body_size, paged)
+
+    def _paged_copies_gone(self, address: str, size: int, paged: bool) -> None:
+        """A message journaled nowhere whose paged copies did not read back for the queues
+        that had it paged, and that no queue holds in RAM: its address has room again."""
+        self.sizes.uncount_transient(address, size, paged)
+        self.room.notify()
 
     def _transient_gone(self, msg: StoredMessage) -> None:
         """A message journaled nowhere left its last queue (unless a queue still has it paged

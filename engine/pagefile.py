@@ -100,12 +100,14 @@ class PageFile:
 
     def __init__(self, fs: FileSystem, directory: str,
                  held: Any = lambda mid: None,
-                 lost: Callable[[str, int, int], None] = lambda address, n, size: None
+                 lost: Callable[[str, int, int], None] = lambda address, n, size: None,
+                 gone: Callable[[str, int, bool], None] = lambda address, size, paged: None
                  ) -> None:
         self.fs = fs
         self.dir = directory
         self.held = held
         self.lost = lost
+        self.gone = gone
         if not fs.exists(directory):
             fs.mkdir(directory)
         for name in fs.listdir(directory):
@@ -119,6 +121,9 @@ class PageFile:
         self.page = 0
         self.end = 0
         self.pending: Dict[int, List[Any]] = {}
+        # page -> ids of messages in ``pending`` with an entry there: when the page goes with
+        # queues that never read their entry back, those queues will never pass it
+        self.pending_in: Dict[int, set] = {}
         self._live: "weakref.WeakValueDictionary[int, StoredMessage]" = \
             weakref.WeakValueDictionary()  # read back and still referenced: one object each
         self.written = 0
@@ -159,7 +164,7 @@ class PageFile:
         for qid, _order in orders:
             left[qid] = left.get(qid, 0) + 1
         if msg.journaled or elsewhere:  # held elsewhere too: track it from now on
-            self.pending[msg.mid] = [len(orders), False, False]
+            self._track(msg, self.page, len(orders))
         if not msg.journaled:  # counted as paged by its address until a queue takes it
             tally(self.paged_size.setdefault(self.page, {}), msg.address, 1, msg.size)
         self.written += 1
@@ -249,7 +254,7 @@ class PageFile:
         msg, page = entry.msg, entry.page
         state = self.pending.get(msg.mid)
         if state is None:
-            state = self.pending[msg.mid] = [entry.queues, False, False]
+            state = self._track(msg, page, entry.queues)
         state[0] -= 1
         if entry.counted and not state[1] and (taken or state[0] <= 0):
             # it stops counting as paged: taken by its first queue, or passed by its last
@@ -263,8 +268,39 @@ class PageFile:
         self._passed_pairs(page, 1)
         if state[0] <= 0:
             del self.pending[msg.mid]
+            in_page = self.pending_in.get(page)
+            if in_page is not None:
+                in_page.discard(msg.mid)
             return True
         return False
+
+    def _track(self, msg: StoredMessage, page: int, queues: int) -> List[Any]:
+        """Start tracking ``msg`` (written to ``page`` for ``queues`` queues) in ``pending``:
+        ``[queues that still have it paged, taken, image let it go, address, body bytes,
+        journaled when written]``."""
+        state = self.pending[msg.mid] = [queues, False, False, msg.address, msg.size,
+                                         msg.journaled]
+        self.pending_in.setdefault(page, set()).add(msg.mid)
+        return state
+
+    def _unread_gone(self, page: int) -> None:
+        """``page`` went with entries some queues never read back (damaged): those queues
+        will never pass them. A message no RAM holds any more is then gone for good, and its
+        address stops counting it (it was kept counted while a queue still had it paged);
+        one RAM still holds goes when its last reference does, as any other."""
+        for mid in self.pending_in.pop(page, ()):
+            state = self.pending.get(mid)
+            if state is None or state[0] <= 0:  # (passed by its last queue just now)
+                continue
+            del self.pending[mid]
+            if self.held(mid) is not None:
+                continue
+            _left, taken, released, address, size, journaled = state
+            if taken:  # counted as held on its queues (``AddressSizes.depaged_transient``)
+                self.gone(address, size, False)
+            elif journaled and released:  # the image handed it over, counted as paged
+                self.gone(address, size, True)
+            # (never journaled and never taken: its page's ``paged_size`` still counts it)
 
     def lost_between(self, qid: int, first: int, stop: Optional[int] = None) -> int:
         """Queue ``qid`` has read past pages ``first`` up to ``stop`` (``None``: past every
@@ -292,6 +328,7 @@ class PageFile:
         for address, (messages, size) in self.paged_size.pop(page, {}).items():
             if messages > 0:
                 self.lost(address, messages, size)
+        self._unread_gone(page)
         if page == self.page:
             self.page += 1
             self.end = 0

@@ -597,3 +597,60 @@ def test_a_browser_sees_a_message_paged_after_a_depage() -> None:
         assert [int(m.message.body) for m in s.create_browser("a1")] == [1, 2, 4, 5]
     assert drain(b, "a1") == [1, 2, 4, 5]
     b.close()
+
+
+def damage_page_files(fs: SimulatedFileSystem, mode: str) -> None:
+    """Damage every page file as a disk or a stray process could."""
+    import struct
+    for name in page_files(fs):
+        path = f"/s/paging/{name}"
+        h = fs.open(path)
+        size = fs.size(h)
+        data = fs.pread(h, size, 0)
+        if mode == "truncated-in-an-entry":
+            fs.truncate(h, 13)
+        elif mode == "zeroed":
+            fs.pwrite(h, bytes(size), 0)
+        elif mode == "emptied":
+            fs.truncate(h, 0)
+        elif mode == "first-length":
+            fs.pwrite(h, bytes([data[0] ^ 0xFF]), 0)
+        elif mode == "first-crc":
+            fs.pwrite(h, bytes([data[5] ^ 0xFF]), 5)
+        elif mode == "huge-length":
+            fs.pwrite(h, struct.pack("<I", 0x7FFFFFFF), 0)
+        elif mode == "truncated-by-half":
+            fs.truncate(h, size // 2)
+        fs.close(h)
+
+
+@pytest.mark.parametrize("durable_queues", [False, True])
+@pytest.mark.parametrize("mode", ["truncated-in-an-entry", "zeroed", "emptied", "first-length",
+                                  "first-crc", "huge-length", "truncated-by-half"])
+def test_paged_copies_that_do_not_read_back_leave_no_size_behind(
+        durable_queues: bool, mode: str) -> None:
+    """Issue 36 item 4: a multicast address's paged copies that did not read back were
+    dropped, but a message one queue had taken stayed counted while the other queue "still had
+    it paged": the address kept counting them (480 messages) after both queues were drained,
+    and with FAIL every send to the empty address was refused until a restart."""
+    fs = SimulatedFileSystem()
+    b = sim_broker(fs, limit=3)
+    for name in ("fast", "slow"):
+        make_queue(b, name, routing_type=RoutingType.MULTICAST, durable=durable_queues)
+    send(b, 300, durable=False)
+    with b.session() as s:  # one queue reads ahead of the other before the damage
+        c = s.create_consumer("fast", window=10)
+        for _ in range(100):
+            c.receive(0).ack()
+    damage_page_files(fs, mode)
+    send(b, 180, 300, durable=False)
+    drain(b, "fast")
+    drain(b, "slow")
+    info = b.address_info("q")
+    assert (info.number_of_messages, info.address_size, info.paged_count, info.paged_bytes,
+            info.paging) == (0, 0, 0, 0, False)
+    b.set_address_settings("q", AddressSettings(max_size_messages=3,
+                                                address_full_policy=AddressFullPolicy.FAIL))
+    send(b, 3, 1000, durable=False)  # room again: not refused
+    assert (drain(b, "fast"), drain(b, "slow")) == ([1000, 1001, 1002], [1000, 1001, 1002])
+    b.close()
