@@ -166,6 +166,7 @@ def register(main: click.Group) -> None:
         --segment seek by the segments' headers: segments outside them are not scanned. A
         summary line goes to stderr (not with --json)."""
         from .offline import body_text, iso_ms, iter_entries, matches
+        from .segments import missing_segments
         damaged = shown = 0
         read: List[int] = []
         try:
@@ -203,15 +204,19 @@ def register(main: click.Group) -> None:
                           f"{where[:28]:<28} {size:>7} {when:<29} {props}\n")
                 if body and row["body"] is not None:
                     out.write(f"{'':>9} body: {body_text(row['body'])}\n")
+            out.flush()
+            missing = missing_segments(directory)
             if not as_json:
-                out.flush()
                 click.echo(f"{shown:,} entries shown ({damaged:,} damaged) from "
                            f"{len(read):,} segment(s) scanned", err=True)
+            for path in missing:  # a gap: the records it held are not shown
+                err.print(f"[red]error:[/red] {path} is missing (the journal's manifest lists "
+                          f"it): its records are not shown, and the store will not open")
         except MqStoreError as exc:
             fail(exc)
         except BrokenPipeError:
             return
-        raise SystemExit(1 if damaged else 0)
+        raise SystemExit(1 if damaged or missing else 0)
 
     @main.command()
     @STORE
@@ -337,13 +342,25 @@ def register(main: click.Group) -> None:
         if os.path.isdir(file):
             raise click.BadParameter(f"{file} is a directory (JSON Lines go to a file; "
                                      f"--parquet writes a directory)", param_hint="FILE")
+        # a regular file is written beside it and renamed when complete: a store that cannot
+        # be read leaves no file (not an empty or cut-short one); a pipe is written as it is
+        whole = not os.path.exists(file) or os.path.isfile(file)
+        part = f"{file}.part-{os.getpid()}" if whole else file
         try:
             segment_files(directory)  # no output file for a directory that holds no store
-            with progress_bar() as bar, open(file, "w", encoding="utf-8") as out:
-                task = bar.add_task("exporting messages", total=None)
-                n = export_store(directory, out, lambda k: bar.update(task, completed=k))
+            try:
+                with progress_bar() as bar, open(part, "w", encoding="utf-8") as out:
+                    task = bar.add_task("exporting messages", total=None)
+                    n = export_store(directory, out, lambda k: bar.update(task, completed=k))
+                if whole:
+                    os.replace(part, file)
+            finally:
+                if whole and os.path.exists(part):
+                    os.unlink(part)
         except MqStoreError as exc:
             fail(exc)
+        except OSError as exc:
+            fail(MqStoreError(f"cannot write {file}: {exc.strerror or exc}"))
         console.print(f"exported {n:,} messages to {file}")
 
     @main.command("import")

@@ -9,6 +9,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 from mqstore.journal import MqStoreError, OsFileSystem
 from mqstore.journal.compaction import resolve_pending
 from mqstore.journal.format import SEGMENT_HEADER_SIZE, decode_segment_header
+from mqstore.journal.manifest import MANIFEST_FILE, reconcile
 from mqstore.journal.opening import list_segment_paths
 from mqstore.recovery import JOURNAL_DIR
 
@@ -28,13 +29,37 @@ def segment_files(directory: str) -> List[SegmentFile]:
     """The segment files of the store in ``directory``, in order (a pending compaction is
     seen rolled forward, as the next writable open will make it)."""
     jdir = os.path.join(directory, JOURNAL_DIR)
-    if not os.path.isdir(jdir):
-        raise MqStoreError(f"no mqstore journal in {directory}",
-                           hint="give the directory passed to Broker.open")
+    try:
+        if not os.path.isdir(jdir):
+            raise MqStoreError(f"no mqstore journal in {directory}",
+                               hint="give the store's directory, the one the application opens")
+        fs = OsFileSystem()
+        pending = resolve_pending(fs, jdir, read_only=True)
+        paths = list_segment_paths(fs, jdir, pending.overrides, pending.excluded)
+        if not paths and not os.path.exists(os.path.join(jdir, MANIFEST_FILE)):
+            # every store has a segment from its first open on (or a manifest that lists
+            # them): an empty journal/ is no store, and no command makes it one
+            raise MqStoreError(f"no mqstore journal in {directory}: {jdir} holds no segment "
+                               f"and no manifest", hint="give the store's directory, the one "
+                               "the application opens")
+        return [SegmentFile(seq, path, os.path.getsize(path)) for seq, path in paths]
+    except OSError as exc:  # a symlink loop, a file where a directory is, no permission
+        raise MqStoreError(f"{directory} cannot be read as a store: "
+                           f"{exc.filename or directory}: {exc.strerror or exc}") from None
+
+
+def missing_segments(directory: str) -> List[str]:
+    """The segment files the journal's manifest lists and the directory lacks (a gap in the
+    records; ``Broker.open`` refuses such a store), or the manifest itself when a listed
+    journal has none; empty when nothing is missing. Reads only; nothing is changed."""
+    jdir = os.path.join(directory, JOURNAL_DIR)
     fs = OsFileSystem()
     pending = resolve_pending(fs, jdir, read_only=True)
-    return [SegmentFile(seq, path, os.path.getsize(path))
-            for seq, path in list_segment_paths(fs, jdir, pending.overrides, pending.excluded)]
+    paths = list_segment_paths(fs, jdir, pending.overrides, pending.excluded)
+    try:
+        return reconcile(fs, jdir, paths, read_only=True, salvage=True).missing
+    except MqStoreError:  # a damaged manifest: the open says so; nothing to list here
+        return []
 
 
 def read_segment(path: str) -> bytes:

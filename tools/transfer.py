@@ -159,7 +159,9 @@ def parse_line(number: int, text: str) -> Tuple[str, Any]:
         raise ValueError(f"unknown type {kind!r}")
     except (ValueError, TypeError, KeyError, AttributeError) as exc:  # json, base64, fields
         why = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc)
-        raise ImportFormatError(number, why) from None
+        raise ImportFormatError(number, why[:300]) from None
+    except RecursionError:  # json nests recursively: a line no export writes
+        raise ImportFormatError(number, "JSON nested too deeply for an export line") from None
 
 
 def import_store(lines: IO[str], directory: str,
@@ -198,6 +200,18 @@ def import_store(lines: IO[str], directory: str,
     return n
 
 
+def _numbered(lines: IO[str]) -> Iterator[Tuple[int, str]]:
+    """The lines of an export file, numbered from 1; a file that is not UTF-8 text is an
+    ``ImportFormatError`` naming the first line that is not."""
+    number = 0
+    try:
+        for number, text in enumerate(lines, 1):
+            yield number, text
+    except UnicodeDecodeError:
+        raise ImportFormatError(number + 1, "not UTF-8 text (an export file is JSON Lines)"
+                                ) from None
+
+
 def _build(lines: IO[str], directory: str, progress: Optional[Callable[[int], None]],
            batch: int) -> int:
     broker = Broker.open(directory, expiry_scan_ms=0)
@@ -205,7 +219,7 @@ def _build(lines: IO[str], directory: str, progress: Optional[Callable[[int], No
     pending: List[Tuple[str, Dict[str, int], Message, Dict[str, int], List[str]]] = []
     seen_header = False
     try:
-        for number, text in enumerate(lines, 1):
+        for number, text in _numbered(lines):
             if not text.strip():
                 continue
             kind, op = parse_line(number, text)

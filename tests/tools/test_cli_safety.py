@@ -18,6 +18,8 @@ from tests.engine.test_bad_input import ANY
 from tests.recovery.test_index import build
 from tests.tools.test_cli import digest, run
 from mqstore.tools.transfer import FORMAT, ImportFormatError, parse_line
+from mqstore.tools.cli import main
+from click.testing import CliRunner
 
 
 @pytest.fixture
@@ -127,3 +129,69 @@ def test_any_import_line_is_an_operation_or_a_typed_error(line: dict, number: in
         assert exc.line == number
     except MqStoreError:
         pass  # a value the broker refuses, typed
+
+
+# -- issue 36 item 9: the CLI on directories that are not quite stores -----------------------------
+
+def test_an_empty_journal_directory_is_not_a_store_and_no_command_makes_it_one(
+        tmp_path: Path) -> None:
+    d = tmp_path / "d"
+    (d / "journal").mkdir(parents=True)
+    for args in (["compact", str(d)], ["recover", str(d)], ["add", "queue", str(d), "q"],
+                 ["print", str(d)], ["queues", str(d)], ["check", str(d)],
+                 ["export", str(d), str(tmp_path / "out.jsonl")]):
+        got = run(*args)
+        assert got.exit_code == 2, (args, got.output)
+        assert "holds no segment" in got.output
+    assert list((d / "journal").iterdir()) == [] and sorted(p.name for p in d.iterdir()) == \
+        ["journal"]
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_export_of_a_store_that_cannot_be_read_leaves_no_file(store: Path,
+                                                              tmp_path: Path) -> None:
+    import shutil
+    seg = sorted((store / "journal").glob("*.seg"))[1]  # a sealed segment, damaged
+    raw = bytearray(seg.read_bytes())
+    raw[200] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    shutil.rmtree(store / "index")  # (so that reading the store reads that segment)
+    out = tmp_path / "out.jsonl"
+    got = run("export", str(store), str(out))
+    assert got.exit_code == 1 and "corrupt" in got.output
+    assert list(tmp_path.glob("out.jsonl*")) == []  # not an empty or cut-short file
+
+
+def test_print_names_a_missing_segment_and_exits_1(store: Path) -> None:
+    segs = sorted((store / "journal").glob("*.seg"))
+    assert len(segs) > 2
+    segs[1].unlink()
+    for args in (["print", str(store)], ["print", str(store), "--json"]):
+        got = run(*args)
+        assert got.exit_code == 1
+        assert f"{segs[1]} is missing" in got.output.replace("\n", "")
+
+
+def test_symlink_loops_are_refused_without_a_traceback(store: Path, tmp_path: Path) -> None:
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    seg_loop = store / "journal" / "0000000099999999.seg"
+    seg_loop.symlink_to(seg_loop)
+    for args in (["print", str(loop)], ["check", str(loop)], ["print", str(store)],
+                 ["queues", str(store)], ["check", str(store)], ["recover", str(store)]):
+        got = CliRunner().invoke(main, args)  # (a traceback would be an exception here)
+        assert got.exit_code == 2 and got.exception is None or \
+            isinstance(got.exception, SystemExit), (args, got.output)
+        assert "Traceback" not in got.output
+
+
+@pytest.mark.parametrize("content", [bytes(range(256)) * 40,
+                                     ("[" * 100_000 + "]" * 100_000 + "\n").encode()],
+                         ids=["binary", "deep-json"])
+def test_hostile_import_files_are_a_format_error(tmp_path: Path, content: bytes) -> None:
+    src = tmp_path / "export.jsonl"
+    src.write_bytes(content)
+    got = CliRunner().invoke(main, ["import", str(src), str(tmp_path / "new")])
+    assert got.exit_code == 1 and "line 1 of the export" in got.output, got.output
+    assert got.exception is None or isinstance(got.exception, SystemExit)
+    assert not (tmp_path / "new").exists()
