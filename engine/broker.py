@@ -225,7 +225,8 @@ class Broker:
             for match, values in entries.items():
                 if broker.settings.entries.get(match) != values:
                     broker.set_address_settings(match, values)
-            if rec.report.rebuilt:
+            if rec.report.rebuilt or rec.journal.relocation_files:
+                # (a compaction's moves mapped at open: a checkpoint makes them the index's)
                 with broker.lock:
                     broker.storage.guard(persistence.checkpoint_quietly)
         except BrokerFailedError as exc:
@@ -809,7 +810,7 @@ class Broker:
         with self.lock:
             self.storage.check_open()
             self.storage.guard_journal(self._p.checkpoint_or_raise)
-            report = self.storage.guard(self._p.journal.compact, force)
+            report = self.storage.guard(self._p.journal.compact, force, True)
             if report.compacted:
                 relocate(self._p.image, report.relocations)
                 self.storage.guard(self._p.checkpoint_quietly)

@@ -17,7 +17,7 @@ import threading
 from collections import OrderedDict, deque
 from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
-from mqstore.journal import Journal, Location, Ticket
+from mqstore.journal import Journal, JournalError, Location, Ticket
 from .paging import give_back_memory
 from mqstore.recovery import IndexStore, StoreImage, write_index
 from mqstore.recovery.errors import IndexInvalidError
@@ -142,6 +142,10 @@ class Persistence:
         lsn = self.journal.next_lsn - 1
         self.image.last_lsn = max(self.image.last_lsn, lsn)
         write_index(self.index, self.image, self.journal, extras or {})
+        try:  # this index knows where compaction moved things
+            self.journal.forget_relocations()
+        except JournalError as exc:  # left: an index newer than them ignores them
+            log.warning("%s", exc)
         give_back_memory()
         self.journal.liveness.horizon = lsn
         self.journal.liveness.reclaim()

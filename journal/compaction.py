@@ -29,6 +29,7 @@ from .format import (SEGMENT_FLAG_COMPACTED, SEGMENT_FLAG_LISTED, SEGMENT_HEADER
                      SegmentHeader, decode_control, encode_control, encode_frame)
 from .fs import FileSystem
 from .liveness import Liveness
+from . import relocations as reloc
 from .manifest import MANIFEST_FILE, SegmentManifest, write_atomically
 from .records import Record, iter_segment_records
 from .segment import (COMPACT_SUFFIX, TMP_SUFFIX, Location, SegmentInfo, join,
@@ -108,6 +109,7 @@ def resolve_pending(fs: FileSystem, directory: str, read_only: bool) -> Pending:
                 pending.action = "rolled back"
     if pending.removed:
         fs.fsync_dir(directory)
+    reloc.remove(fs, directory, reloc.stale(fs, directory))  # rolled back
     return pending
 
 
@@ -136,7 +138,7 @@ def apply_swap(fs: FileSystem, directory: str, body: bytes,
     fs.fsync_dir(directory)
 
 
-def compact(journal: JournalCore, force: bool) -> CompactionReport:
+def compact(journal: JournalCore, force: bool, record_moves: bool = False) -> CompactionReport:
     """See ``Journal.compact``.
 
     Raises:
@@ -170,7 +172,7 @@ def compact(journal: JournalCore, force: bool) -> CompactionReport:
                                                                opts.max_frame())
               if r.location.offset not in snapshot[s.sequence]]
     outputs = _layout(j, copied, inputs[-1].sequence + 1, limit_seq)
-    relocations = {r.location: loc for out in outputs for r, loc in out[1]}
+    relocations_of = {r.location: loc for out in outputs for r, loc in out[1]}
     try:
         _write_outputs(j, outputs)
     except OSError as exc:  # no control file yet: the old segments are still the truth
@@ -179,6 +181,14 @@ def compact(journal: JournalCore, force: bool) -> CompactionReport:
     body = msgpack.packb({"inputs": [s.sequence for s in inputs],
                           "outputs": [[segment_name(o.sequence, COMPACT_SUFFIX), o.sequence]
                                       for o, _ in outputs]})
+    if record_moves:  # where each record went, for an open whose index predates this
+        try:
+            moves = reloc.write(j._fs, j._dir, [s.sequence for s in inputs],
+                                [o.sequence for o, _ in outputs], relocations_of)
+        except OSError as exc:  # no control file yet: the old segments are still the truth
+            _discard(j, outputs)
+            raise JournalIOError(j._dir, "compaction", exc) from exc
+        j.relocation_files.append(moves)
     try:
         write_atomically(j._fs, j._dir, CONTROL_FILE, encode_control(body))
         apply_swap(j._fs, j._dir, body, j.manifest)
@@ -187,12 +197,12 @@ def compact(journal: JournalCore, force: bool) -> CompactionReport:
         # forward (or back, if the control file never became valid), and stop here
         j._fail(exc, j._open)
         raise JournalIOError(j._dir, "compaction swap", exc) from exc
-    _install(j, inputs, snapshot, [o for o, _ in outputs], relocations)
+    _install(j, inputs, snapshot, [o for o, _ in outputs], relocations_of)
     j.liveness.reclaim()
     return CompactionReport(True, "forced" if force else "thresholds reached",
                             tuple(s.sequence for s in inputs),
                             tuple(o.sequence for o, _ in outputs), len(copied), total,
-                            sum(r.location.length for r in copied), relocations)
+                            sum(r.location.length for r in copied), relocations_of)
 
 
 def _layout(j: JournalCore, records: List[Record], first_seq: int, limit_seq: int

@@ -12,7 +12,7 @@ shared inside this package, not part of ``Journal``'s public interface.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Dict, Optional, Protocol
+from typing import Any, Callable, Dict, List, Optional, Protocol
 
 from .fs import FileSystem
 from .manifest import SegmentManifest
@@ -36,6 +36,7 @@ class JournalCore(Protocol):
         _fs, _dir, _options: the file-system seam, the journal directory, the options.
         manifest: the segment manifest (``None`` on read-only opens of old journals).
         liveness: the journal's ``journal.liveness.Liveness``.
+        relocation_files: names of the relocation files there (``journal.relocations``).
     """
 
     _lock: threading.Lock
@@ -54,6 +55,7 @@ class JournalCore(Protocol):
     _dir: str
     _options: JournalOptions
     manifest: Optional[SegmentManifest]
+    relocation_files: List[str]
     liveness: Any  # journal.liveness.Liveness, which is typed against this protocol
 
     def _admit(self) -> None:

@@ -37,6 +37,7 @@ from .opening import (OpenReport, SkippedRange, elapsed_since, list_segment_path
 from .records import FrameRun, Record, iter_segment_runs
 from .segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from .staging import AsyncStager, account_run, place_records
+from . import relocations
 from .tickets import Batch, Ticket, collateral_cancel
 from .pool import NextSegmentFile
 from .writer import GroupCommitWriter, create_segment, new_generation
@@ -71,6 +72,7 @@ class Journal:
         self._active: SegmentInfo
         self.liveness = Liveness(self)
         self.manifest: Optional[SegmentManifest] = None
+        self.relocation_files: List[str] = []  # journal.relocations, until forget_relocations
         self._stager = AsyncStager(self)
         self._stages = self._stager.stages
         self.report: OpenReport
@@ -141,6 +143,7 @@ class Journal:
         listed = reconcile(fs, self._dir, paths, opts.read_only, opts.salvage,
                            (pending.excluded, set(pending.overrides)))
         self.manifest = listed.manifest
+        self.relocation_files = [r.name for r in relocations.load(fs, self._dir)]
         loaded = load_segments(fs, self._dir, listed.paths, opts.max_frame(), opts.read_only,
                                opts.salvage, trusted, proven_lsn)
         loaded.skipped[:0] = [SkippedRange(p, 0, 0, "segment file missing")
@@ -441,15 +444,40 @@ class Journal:
         the record it cancels, or replay would resurrect that record)."""
         self.liveness.mark_dead_after(location, targets)
 
-    def compact(self, force: bool = False) -> "CompactionReport":
+    def relocations(self) -> List[relocations.Relocation]:
+        """The moves of the compactions whose relocation files are still here (no checkpoint
+        after them has called ``forget_relocations`` yet), oldest first: an open whose index
+        predates one maps its locations through it (``journal.relocations``)."""
+        return relocations.load(self._fs, self._dir)
+
+    def forget_relocations(self) -> None:
+        """An index checkpoint taken after every compaction so far is durable: their
+        relocation files go. Costs nothing when there are none.
+
+        Raises:
+            JournalIOError: an unlink or directory fsync failed (the files stay; harmless).
+        """
+        if not self.relocation_files or self._options.read_only:
+            return
+        names, self.relocation_files = self.relocation_files, []
+        try:
+            relocations.remove(self._fs, self._dir, names)
+        except OSError as exc:
+            self.relocation_files = names + self.relocation_files
+            raise JournalIOError(self._dir, "remove relocation files", exc) from exc
+
+    def compact(self, force: bool = False, record_moves: bool = False) -> "CompactionReport":
         """Compact sealed segments when the thresholds say so (always with ``force``).
+        ``record_moves``: first write where each record goes to a relocation file, kept until
+        ``forget_relocations`` (for a caller whose index names records by location and
+        checkpoints it after the compaction: ``journal.relocations``).
 
         Returns:
             A ``CompactionReport``; its ``relocations`` map old to new record locations, which
             the caller must apply to any index it keeps.
         """
         from .compaction import compact
-        return compact(self, force)
+        return compact(self, force, record_moves)
 
     # -- state -------------------------------------------------------------------------------
     @property

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from mqstore.journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
                              Record)
@@ -23,6 +23,8 @@ from .errors import IndexInvalidError, MalformedRecordError
 from .image import NullSink, StoreImage
 from .indexstore import IndexStore
 from .messagefold import MessageFold
+from .relocation import relocate
+from mqstore.journal.relocations import applying, relocated_liveness
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
@@ -76,12 +78,16 @@ class Recovered:
     report: RecoveryReport
 
 
-def validate(cp: Checkpoint, journal: Journal) -> Optional[str]:
-    """Why the checkpoint cannot be trusted with this journal, or ``None``."""
+def validate(cp: Checkpoint, journal: Journal, moved_to: Sequence[int] = ()) -> Optional[str]:
+    """Why the checkpoint cannot be trusted with this journal, or ``None``. ``moved_to``:
+    the outputs of compactions after the checkpoint whose moves are applied to it."""
     if cp.lsn >= journal.next_lsn:
         return f"checkpoint LSN {cp.lsn} is past the journal's end"
     present = {s.sequence: s for s in journal.segments()}
     known = {s.sequence: s for s in cp.catalogue}
+    for seq in moved_to:
+        if seq in present:
+            known.setdefault(seq, present[seq].summary())
     for seq, summary in known.items():
         seg = present.get(seq)
         if seg is not None and seg.generation != summary.generation:
@@ -176,14 +182,19 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
     live.deferred = True
     try:
         if cp is not None:
-            problem = validate(cp, journal)
+            moves = applying(journal.relocations(), {s.sequence for s in cp.catalogue})
+            problem = validate(cp, journal, [o for r in moves for o in r.outputs])
             if problem is None:
                 image = cp.image
+                state = cp.liveness
                 every = None if read_only else \
                     (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
                 try:
+                    for r in moves:  # compacted after this checkpoint, before the next one
+                        relocate(image, r.moved)
+                        state = relocated_liveness(state, r.moved)
                     if not read_only or liveness:
-                        live.restore_state(cp.liveness)
+                        live.restore_state(state)
                     replayed = replay(journal, image, cp.lsn + 1, sink, every, ticker(cp.lsn))
                     problem = _dangling(image, journal)
                 except IndexInvalidError as exc:  # a damaged value met on the way

@@ -1,0 +1,101 @@
+"""A crash during a compaction leaves an index the next open uses, never one it must rebuild
+(issue 36 item 10): between the compaction's swap (old segments deleted) and the checkpoint
+after it, the index named records by their old locations; the open found "the index refers to
+segment N, which is gone" and replayed the whole journal. The compaction now writes where each
+record went (a relocation file) before its commit point, and an open whose index predates it
+maps the index through it; the file goes with the next checkpoint."""
+
+from __future__ import annotations
+
+import random
+from typing import List, Tuple
+
+import pytest
+
+from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.journal import JournalOptions, SimulatedFileSystem
+from mqstore.recovery import MemoryIndex
+from tests.recovery.storestate import describe
+
+OPTS = JournalOptions(segment_size=8 * 1024)
+
+
+def workload(broker: Broker, rng: random.Random) -> None:
+    """Enough traffic over small segments that most of them are mostly dead: a message kept
+    in every few, the rest acked (records that compaction moves: messages, deliveries, the
+    address and queue records, acks still pinned)."""
+    with broker.session() as s:
+        c = s.create_consumer("q")
+        for i in range(300):
+            s.send("a", Message(b"%d" % i + b"." * rng.randrange(10, 200),
+                                {"k": i % 7}, priority=i % 10))
+            if i % 5:
+                d = c.receive(0)
+                if d is not None and rng.random() < 0.8:
+                    d.ack()
+        c.close()
+
+
+def open_store(fs: SimulatedFileSystem, index: MemoryIndex) -> Broker:
+    return Broker.open("/s", fs=fs, index=index, journal_options=OPTS, checkpoint_records=0,
+                       expiry_scan_ms=0)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_crash_anywhere_in_a_compaction_reopens_with_the_index(seed: int) -> None:
+    rng = random.Random(seed)
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    broker = open_store(fs, index)
+    broker.create_address("a", {RoutingType.ANYCAST})
+    broker.create_queue(QueueConfig("q", "a"))
+    workload(broker, rng)
+    broker.checkpoint()
+    want = describe(broker)
+    states: List[Tuple[SimulatedFileSystem, MemoryIndex, str]] = []
+
+    def hook(op: str) -> None:  # every file operation of the compaction is a crash point
+        n = fs.unsynced_count()
+        states.append((fs.crash(n), index.crash(_Latest()), f"{op}, all kept"))
+        states.append((fs.crash(0), index.crash(_Latest()), f"{op}, unsynced lost"))
+    fs.hook = hook
+    report = broker.compact(force=True)
+    fs.hook = None
+    assert report.compacted and len(states) > 20
+    assert not [n for n in fs.listdir("/s/journal") if n.endswith(".reloc")]  # gone with
+    broker.close()                                                           # the checkpoint
+    rebuilt = []
+    for crashed_fs, crashed_index, where in states:
+        b = open_store(crashed_fs, crashed_index)
+        try:
+            if b.recovery_report.rebuilt:
+                rebuilt.append(f"{where}: {b.recovery_report.index}")
+            assert describe(b) == want, where
+            assert not [n for n in crashed_fs.listdir("/s/journal") if n.endswith(".reloc")]
+        finally:
+            b.close()
+        b = open_store(crashed_fs, crashed_index)  # and once more, from what that open left
+        try:
+            assert b.recovery_report.index == "used"
+            assert describe(b) == want, where
+        finally:
+            b.close()
+    assert rebuilt == []
+
+
+class _Latest(random.Random):
+    """``MemoryIndex.crash`` keeps the latest commit when its draw is below one half."""
+
+    def random(self) -> float:
+        return 0.0
+
+
+def test_a_journal_compacted_without_asking_keeps_no_relocation_file() -> None:
+    from mqstore.journal import Journal
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", OPTS, fs)
+    for i in range(100):
+        j.append(1, {"n": i, "pad": "x" * 300}).wait()
+    j.mark_dead([r.location for r in j.records()][:90])
+    assert j.compact(force=True).compacted
+    assert not [n for n in fs.listdir("/j") if n.endswith(".reloc")]
+    j.close()
