@@ -414,9 +414,18 @@ def register(main: click.Group) -> None:
     def recover(directory: str, rebuild_index: bool, salvage: bool) -> None:
         """Open the store, recover it, and report what recovery did."""
         from mqstore.journal import JournalOptions
+        from .salvage import rewrite
         start = time.monotonic()  # DIRECTORY is a store (STORE): no store is created here
+        done = None
+        if salvage:  # damage to skip: the kept state is rewritten as a clean store first
+            try:
+                with console.status("salvaging: reading around the damage..."):
+                    done = rewrite(directory)
+            except MqStoreError as exc:
+                fail(exc)
         broker = open_with_progress(directory, "opening (checking every segment)",
-                                    journal_options=JournalOptions(salvage=salvage),
+                                    journal_options=JournalOptions(
+                                        salvage=salvage and done is None),
                                     verify_journal=True, rebuild_index=rebuild_index)
         rep = broker.recovery_report
         j = rep.journal
@@ -424,10 +433,13 @@ def register(main: click.Group) -> None:
                 ("torn tail truncated (bytes)", j.torn_bytes),
                 ("unproven records dropped with it", j.unproven_records),
                 ("interrupted compaction", j.compaction or "none"),
-                ("skipped by salvage", "; ".join(f"{os.path.basename(s.path)}:{s.start}-{s.end} "
-                                                 f"({s.reason})" for s in j.skipped) or "none"),
+                ("skipped by salvage", "; ".join(
+                    f"{s['file']}:{s['start']}-{s['end']} ({s['reason']})" for s in done.skipped)
+                    if done else "; ".join(f"{os.path.basename(s.path)}:{s.start}-{s.end} "
+                                           f"({s.reason})" for s in j.skipped) or "none"),
                 ("lost since the last checkpoint",
-                 "; ".join(f"{k}: {v}" for k, v in rep.lost.items()) or "nothing known"),
+                 "; ".join(f"{k}: {v}" for k, v in (done.lost if done else rep.lost).items())
+                 or "nothing known"),
                 ("index", rep.index), ("records replayed", rep.replayed_records),
                 ("addresses / queues / messages",
                  f"{rep.counts['addresses']} / {rep.counts['queues']} / "
@@ -440,6 +452,11 @@ def register(main: click.Group) -> None:
         for k, v in rows:
             t.add_row(k, str(v))
         console.print(t, soft_wrap=False)
+        if done is not None:
+            console.print(f"rewrote the store from what was kept ({done.kept['messages']:,} "
+                          f"messages); the damaged journal is in "
+                          f"{os.path.join(directory, done.damaged_journal)}; what was dropped "
+                          f"is listed in {done.report}")
 
     @main.command()
     @STORE

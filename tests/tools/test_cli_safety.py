@@ -195,3 +195,39 @@ def test_hostile_import_files_are_a_format_error(tmp_path: Path, content: bytes)
     assert got.exit_code == 1 and "line 1 of the export" in got.output, got.output
     assert got.exception is None or isinstance(got.exception, SystemExit)
     assert not (tmp_path / "new").exists()
+
+
+def test_salvage_rewrites_what_it_keeps_so_that_a_plain_open_accepts_the_store(
+        store: Path) -> None:
+    """Issue 36 item 11: after ``recover --salvage`` skipped damage, a plain open still
+    refused the store (the damaged bytes stayed; a segment with a bad header was left). Now
+    what was kept is rewritten as a clean store; the damaged journal and index stay beside
+    it, byte for byte, with a report of what was dropped."""
+    import shutil
+
+    from mqstore.journal import CorruptJournalError
+    segs = sorted((store / "journal").glob("*.seg"))
+    for seg, at in ((segs[1], 3), (segs[-1], 300)):  # a bad header; a record of the last one
+        raw = bytearray(seg.read_bytes())
+        raw[at] ^= 0xFF
+        seg.write_bytes(bytes(raw))
+    shutil.rmtree(store / "index")
+    damaged = digest(store / "journal")
+    with pytest.raises(CorruptJournalError):
+        Broker.open(str(store), expiry_scan_ms=0)
+    got = run("recover", str(store), "--salvage")
+    assert got.exit_code == 0, got.output
+    assert "rewrote the store" in got.output
+    with Broker.open(str(store), expiry_scan_ms=0) as b:  # a plain open
+        with b.session() as s:
+            kept = sum(1 for q in b.queue_names() for m in s.create_browser(q)
+                       if m.message.body)
+        assert kept > 0 and b.queue_names() == ["audit", "billing", "orders"]
+    aside = [p for p in store.iterdir() if p.name.startswith("journal.damaged-")]
+    assert len(aside) == 1 and digest(aside[0]) == damaged  # never written to
+    reports = list(store.glob("salvage-*.json"))
+    assert len(reports) == 1
+    said = json.loads(reports[0].read_text())
+    assert {s["file"] for s in said["skipped"]} == {segs[1].name, segs[-1].name}
+    assert 0 < said["kept"]["messages"] <= kept and said["kept"]["queues"] == 3  # (copies)
+    assert run("check", str(store)).exit_code == 0
