@@ -26,7 +26,7 @@ import msgpack
 from .format import RELOCATION_MAGIC, decode_control, encode_control
 from .fs import FileSystem
 from .manifest import write_atomically
-from .segment import Location, join, parse_segment_name, segment_name
+from .segment import Location, join, parse_segment_name
 from .waits import LENGTH_MASK, SHIFT, chunk_values
 
 SUFFIX = ".reloc"

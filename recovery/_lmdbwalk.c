@@ -157,6 +157,13 @@ static int walk_tree(Walk *w, uint64_t root, int main, Db *dbs, int *ndbs, uint6
     uint8_t prev[512];
     size_t prev_len = 0;
     int have_prev = 0;
+    /* the separator of the branch node last descended through (node 1 on of a branch page):
+     * every key before it must sort below it, the next key read must not (LMDB routes a
+     * lookup by these keys alone, so a damaged one hides entries an in-order walk still
+     * finds) */
+    uint8_t sep[512];
+    size_t sep_len = 0;
+    int have_sep = 0;
     if (root == P_INVALID) return OK;
     stack[0].pgno = root;
     stack[0].next = 0;
@@ -175,6 +182,22 @@ static int walk_tree(Walk *w, uint64_t root, int main, Db *dbs, int *ndbs, uint6
             const uint8_t *node = page + ptr;
             uint64_t child = (uint64_t)u16(node) | ((uint64_t)u16(node + 2) << 16) |
                              ((uint64_t)u16(node + 4) << 32);
+            if (f->next > 1) {  /* node 0's key is implicit: the others separate children */
+                size_t slen = u16(node + 6);
+                if (slen > sizeof sep || (uint32_t)ptr + 8 + slen > w->psize)
+                    return fail(w, DAMAGED, "page %llu has a separator key outside it",
+                                f->pgno);
+                if (have_prev) {
+                    size_t m = slen < prev_len ? slen : prev_len;
+                    int c = memcmp(node + 8, prev, m);
+                    if (c < 0 || (c == 0 && slen <= prev_len))
+                        return fail(w, DAMAGED, "a separator key on page %llu is not above "
+                                    "the keys before it", f->pgno);
+                }
+                memcpy(sep, node + 8, slen);
+                sep_len = slen;
+                have_sep = 1;
+            }
             if (depth + 1 >= MAX_DEPTH)
                 return fail(w, DAMAGED, "a tree is deeper than %llu pages", MAX_DEPTH);
             uint8_t *buf = w->pages + (size_t)(depth + 1) * w->psize;
@@ -196,6 +219,14 @@ static int walk_tree(Walk *w, uint64_t root, int main, Db *dbs, int *ndbs, uint6
             int c = memcmp(key, prev, m);
             if (c < 0 || (c == 0 && klen <= prev_len))
                 return fail(w, UNSORTED, "keys go backwards on page %llu", f->pgno);
+        }
+        if (have_sep) {  /* the first key after a separator: not below it */
+            size_t m = klen < sep_len ? klen : sep_len;
+            int c = memcmp(key, sep, m);
+            if (c < 0 || (c == 0 && klen < sep_len))
+                return fail(w, DAMAGED, "a key on page %llu sorts below the separator that "
+                            "routes lookups to it", f->pgno);
+            have_sep = 0;
         }
         memcpy(prev, key, klen);
         prev_len = klen;

@@ -9,7 +9,10 @@ mapped but rebuilt from the journal:
    long as the newest meta page's last page says (truncation);
 2. a child process reads every entry of every table in key order and checks that keys only
    grow and that every value's CRC-32C (over key and body, ``recovery.tables``) matches: if
-   an entry was moved, lost under another key or changed, the check fails. The compiled walker
+   an entry was moved, lost under another key or changed, the check fails. The keys of the
+   branch pages, by which LMDB routes a lookup, are checked too (each separator above every
+   key before it and not above the first key after it; the reference looks every key up): a
+   damaged one would hide entries from lookups that an in-order walk still finds. The compiled walker
    (``recovery._lmdbwalk``) does it by reading the file's pages itself, never mapping it, and
    checks the page layout on the way (each page's own number, nodes inside their page, overflow
    pages inside the file, each table's entry count); it costs one pass over the index's pages
@@ -90,6 +93,8 @@ def verify(directory: str) -> int:
                     if k <= prev:
                         return EXIT_UNSORTED
                     prev = k
+                    if txn.get(k, db=db) is None:  # a lookup goes by the branch pages' keys
+                        return EXIT_DAMAGED  # (a damaged one hides what a walk still sees)
                     if len(value) < 5 or crc32c(value[:-4], crc32c(k)) != \
                             int.from_bytes(value[-4:], "little"):
                         return EXIT_DAMAGED

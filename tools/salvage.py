@@ -51,11 +51,11 @@ class SalvageReport:
 
 def rewrite(directory: str) -> Optional[SalvageReport]:
     """Rewrite the (closed) store in ``directory`` from what a read-only salvage open reads of
-    it, when that open had to skip anything (a plain open would refuse the store); the
+    it, when that open had to skip damaged bytes (a plain open would refuse the store); the
     damaged journal is never written to.
 
     Returns:
-        ``None`` when nothing was skipped (the store opens as it is); else the
+        ``None`` when no damaged bytes were skipped (the salvage open settles the rest); else the
         ``SalvageReport`` (also written as JSON beside the store's journal).
 
     Raises:
@@ -74,7 +74,10 @@ def rewrite(directory: str) -> Optional[SalvageReport]:
     shutil.rmtree(work, ignore_errors=True)
     with OfflineStore(directory, salvage=True) as look:
         skipped, lost = list(look.journal.report.skipped), dict(look.report.lost)
-    if not skipped:
+    if not any(s.end > s.start for s in skipped):
+        # no damaged bytes in a file that stays: a missing segment or a stray file only,
+        # which the salvage open itself settles (the manifest forgets the one, the other is
+        # set aside as *.unlisted), and the store then opens as it is
         return None
     try:
         with OfflineStore(directory, salvage=True) as store, \
