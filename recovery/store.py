@@ -24,7 +24,7 @@ from .image import NullSink, StoreImage
 from .indexstore import IndexStore
 from .messagefold import MessageFold
 from .relocation import relocate
-from mqstore.journal.relocations import applying, relocated_liveness
+from mqstore.journal.relocations import Relocation, applying, relocated_liveness
 
 JOURNAL_DIR = "journal"
 INDEX_DIR = "index"
@@ -78,14 +78,32 @@ class Recovered:
     report: RecoveryReport
 
 
-def validate(cp: Checkpoint, journal: Journal, moved_to: Sequence[int] = ()) -> Optional[str]:
-    """Why the checkpoint cannot be trusted with this journal, or ``None``. ``moved_to``:
-    the outputs of compactions after the checkpoint whose moves are applied to it."""
+def moves_after(cp: Checkpoint, journal: Journal) -> List[Relocation]:
+    """The compactions after checkpoint ``cp`` (it still lists their inputs) whose moves are
+    to be applied to its image before it is used (``journal.relocations``), in order."""
+    return applying(journal.relocations(), {s.sequence for s in cp.catalogue})
+
+
+def apply_moves(image: StoreImage, moves: Sequence[Relocation]) -> None:
+    """Point ``image``'s locations where ``moves`` moved the records (``moves_after``).
+
+    Raises:
+        IndexInvalidError: a committed index value read on the way is damaged.
+    """
+    for r in moves:
+        relocate(image, r.moved)
+
+
+def validate(cp: Checkpoint, journal: Journal, moves: Sequence[Relocation] = ()
+             ) -> Optional[str]:
+    """Why the checkpoint cannot be trusted with this journal, or ``None``. ``moves``: the
+    compactions after it whose moves are applied to it (``moves_after``): their outputs are
+    known to it then."""
     if cp.lsn >= journal.next_lsn:
         return f"checkpoint LSN {cp.lsn} is past the journal's end"
     present = {s.sequence: s for s in journal.segments()}
     known = {s.sequence: s for s in cp.catalogue}
-    for seq in moved_to:
+    for seq in (o for r in moves for o in r.outputs):
         if seq in present:
             known.setdefault(seq, present[seq].summary())
     for seq, summary in known.items():
@@ -182,16 +200,16 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
     live.deferred = True
     try:
         if cp is not None:
-            moves = applying(journal.relocations(), {s.sequence for s in cp.catalogue})
-            problem = validate(cp, journal, [o for r in moves for o in r.outputs])
+            moves = moves_after(cp, journal)
+            problem = validate(cp, journal, moves)
             if problem is None:
                 image = cp.image
                 state = cp.liveness
                 every = None if read_only else \
                     (lambda: write_index(index, image, journal, cp.extras, REBUILD_BATCH))
                 try:
-                    for r in moves:  # compacted after this checkpoint, before the next one
-                        relocate(image, r.moved)
+                    apply_moves(image, moves)  # compacted after it, before the next one
+                    for r in moves:
                         state = relocated_liveness(state, r.moved)
                     if not read_only or liveness:
                         live.restore_state(state)
@@ -325,5 +343,5 @@ def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "log_recovery", "recover", "replay", "validate",
-           "write_index", "IndexInvalidError", "MalformedRecordError"]
+__all__ = ["Recovered", "RecoveryReport", "apply_moves", "log_recovery", "moves_after", "recover",
+           "replay", "validate", "write_index", "IndexInvalidError", "MalformedRecordError"]

@@ -21,7 +21,7 @@ from mqstore.journal.inspect import Damage, scan_buffer
 from mqstore.recovery import (INDEX_DIR, JOURNAL_DIR, IndexInvalidError, LmdbIndex, MalformedRecordError, NullSink,
                               StoreImage, replay)
 from mqstore.recovery.checkpoint import read_index
-from mqstore.recovery.store import validate
+from mqstore.recovery.store import apply_moves, moves_after, validate
 from .offline import MAX_FRAME, SegmentFile, read_segment, segment_files
 
 
@@ -129,12 +129,14 @@ def _compare_with(index: LmdbIndex, idx_dir: str, journal: Journal, full: StoreI
     if cp is None:
         return [Finding("error", os.path.join(idx_dir, "data.mdb"), None,
                         f"index damaged or unreadable: {why}")]
-    problem = validate(cp, journal)
+    moves = moves_after(cp, journal)  # a compaction the index predates: as the open does
+    problem = validate(cp, journal, moves)
     if problem is not None:
         return [Finding("warning", idx_dir, None,
                         f"index is stale ({problem}); the next open rebuilds it")]
     fast = cp.image
     try:
+        apply_moves(fast, moves)
         replay(journal, fast, cp.lsn + 1, NullSink())
         same = describe(fast) == describe(full)
     except IndexInvalidError as exc:

@@ -99,3 +99,29 @@ def test_a_journal_compacted_without_asking_keeps_no_relocation_file() -> None:
     assert j.compact(force=True).compacted
     assert not [n for n in fs.listdir("/j") if n.endswith(".reloc")]
     j.close()
+
+
+def test_check_and_the_next_open_use_an_index_older_than_a_compaction(tmp_path) -> None:
+    """On disk: a compaction whose checkpoint never came (the process died first). ``mqstore
+    check`` maps the index through the relocation file as the open does (no "stale index"),
+    the open uses the index, and its checkpoint removes the file."""
+    import os
+
+    from mqstore.tools.check import check_store
+    from tests.conftest import _let_go
+    d = str(tmp_path / "s")
+    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0, expiry_scan_ms=0)
+    b.create_address("a", {RoutingType.ANYCAST})
+    b.create_queue(QueueConfig("q", "a"))
+    workload(b, random.Random(3))
+    want = describe(b)
+    b.storage.persistence.checkpoint_quietly = lambda *a, **k: 0  # dies before it
+    assert b.compact(force=True).compacted
+    _let_go(b)  # as a killed process leaves it
+    relocs = [n for n in os.listdir(os.path.join(d, "journal")) if n.endswith(".reloc")]
+    assert len(relocs) == 1
+    findings = check_store(d)
+    assert [f.message for f in findings if f.level != "ok"] == []
+    with Broker.open(d, journal_options=OPTS, expiry_scan_ms=0) as b:
+        assert b.recovery_report.index == "used" and describe(b) == want
+    assert not [n for n in os.listdir(os.path.join(d, "journal")) if n.endswith(".reloc")]
