@@ -810,7 +810,8 @@ class Broker:
         with self.lock:
             self.storage.check_open()
             self.storage.guard_journal(self._p.checkpoint_or_raise)
-            report = self.storage.guard(self._p.journal.compact, force, True)
+            report = self.storage.guard(self._p.journal.compact, force,
+                                        True)  # record_moves: for a crash before the next
             if report.compacted:
                 relocate(self._p.image, report.relocations)
                 self.storage.guard(self._p.checkpoint_quietly)

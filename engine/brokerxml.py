@@ -35,6 +35,7 @@ import defusedxml.ElementTree as SafeTree
 from defusedxml import DefusedXmlException
 
 from .settings import AddressSettings
+from .values import nesting_depth
 
 Raw = Dict[str, Any]
 
@@ -107,7 +108,7 @@ def parse(text: str) -> Tuple[Raw, List[str]]:
                              "not well-formed XML") from None
     except DefusedXmlException as exc:
         raise XmlConfigError("document", f"refused: {exc}") from None
-    if _depth(root) > MAX_DEPTH:
+    if nesting_depth(root, list, MAX_DEPTH) > MAX_DEPTH:
         raise XmlConfigError("document", f"refused: elements nest deeper than {MAX_DEPTH} "
                              f"levels (a broker.xml nests under 10)")
     raw: Raw = {}
@@ -118,18 +119,6 @@ def parse(text: str) -> Tuple[Raw, List[str]]:
 
 MAX_DEPTH = 32
 """Levels of elements a configuration file may nest; the walk that reads it recurses."""
-
-
-def _depth(root: Any) -> int:
-    """How deep elements nest under ``root``, walked with a list (not the stack), stopping
-    once past ``MAX_DEPTH``."""
-    deepest = 0
-    stack = [(root, 1)]
-    while stack and deepest <= MAX_DEPTH:
-        elem, depth = stack.pop()
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in elem)
-    return deepest
 
 
 def _container(elem: Any, path: str, raw: Raw, notes: List[str]) -> None:

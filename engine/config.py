@@ -35,7 +35,8 @@ import logging
 import re
 import tomllib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Tuple, get_args, get_type_hints
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Tuple, get_args,
+                    get_type_hints)
 
 from . import brokerxml
 from .addressfull import UNLIMITED, check_global_max_size
@@ -44,6 +45,7 @@ from .model import QueueConfig, RoutingType
 from .names import MULTICAST_PREFIX, PREFIXES, check_name
 from .settings import (AddressFullPolicy, AddressSettings, check_match,
                        check_queue_config, checked_settings)
+from .values import nesting_depth
 from .wildcards import DEFAULT_SYNTAX, WildcardSyntax
 
 log = logging.getLogger("mqstore.engine")
@@ -156,7 +158,7 @@ def from_mapping(data: Mapping[str, Any], source: str = "configuration") -> Brok
     docstring), checked. Raises ConfigError."""
     if not isinstance(data, Mapping):
         raise ConfigError(source, "", "a table of sections is needed")
-    if _nesting(data) > MAX_NESTING:
+    if nesting_depth(data, _members, MAX_NESTING) > MAX_NESTING:
         raise ConfigError(source, "", f"refused: values nest deeper than {MAX_NESTING} levels")
     known = ("global-max-size", "persist-delivery-count-before-delivery",
              "wildcard-addresses", "address-settings", "addresses")
@@ -166,19 +168,11 @@ def from_mapping(data: Mapping[str, Any], source: str = "configuration") -> Brok
     return _build(data, [], source)
 
 
-def _nesting(data: Any) -> int:
-    """How deep tables and arrays nest in ``data``, walked with a list (not the stack), and
-    stopping once past ``MAX_NESTING``."""
-    deepest = 0
-    stack = [(data, 1)]
-    while stack and deepest <= MAX_NESTING:
-        value, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if isinstance(value, Mapping):
-            stack.extend((v, depth + 1) for v in value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend((v, depth + 1) for v in value)
-    return deepest
+def _members(value: Any) -> Iterable[Any]:
+    """What a TOML table or array holds (nothing for a plain value)."""
+    if isinstance(value, Mapping):
+        return value.values()
+    return value if isinstance(value, (list, tuple)) else ()
 
 
 def _build(raw: Mapping[str, Any], notes: List[str], source: str) -> BrokerConfig:

@@ -28,12 +28,13 @@ from __future__ import annotations
 import functools
 import logging
 import re
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, Iterator, Optional, Tuple
 
 from lark import Lark, Token, Transformer_NonRecursive, Tree, v_args
 from lark.exceptions import LarkError, UnexpectedInput, VisitError
 
 from .errors import InvalidArgumentError
+from .values import nesting_depth
 
 __all__ = ["Filter", "FilterSyntaxError", "MAX_FILTER_CHARS", "MAX_NESTING", "UnusableFilter",
            "parse_filter", "stored_filter"]
@@ -110,10 +111,6 @@ def _and(a: Value, b: Value) -> Value:
     if a is True and b is True:
         return True
     return None
-
-
-def _or(a: Value, b: Value) -> Value:
-    return _not(_and(_not(a), _not(b)))  # De Morgan holds in three-valued logic
 
 
 def _truth(v: Value) -> Value:
@@ -327,32 +324,26 @@ class _Compiler(Transformer_NonRecursive):
         return lambda m: _not(_truth(a(m)))
 
     def and_(self, *terms: Node) -> Node:
-        """``a AND b AND ...`` in one loop: false as soon as a term is false, else unknown if
-        one is, else true (three-valued logic)."""
-        def test(m: Any) -> Value:
-            result: Value = True
-            for term in terms:
-                v = _truth(term(m))
-                if v is False:
-                    return False
-                if v is None:
-                    result = None
-            return result
-        return test
+        return _junction(terms, False)
 
     def or_(self, *terms: Node) -> Node:
-        """``a OR b OR ...`` in one loop: true as soon as a term is true, else unknown if one
-        is, else false."""
-        def test(m: Any) -> Value:
-            result: Value = False
-            for term in terms:
-                v = _truth(term(m))
-                if v is True:
-                    return True
-                if v is None:
-                    result = None
-            return result
-        return test
+        return _junction(terms, True)
+
+
+def _junction(terms: Tuple[Node, ...], decisive: bool) -> Node:
+    """``a AND b AND ...`` (``decisive`` False) or ``a OR b OR ...`` (True) in one loop, in
+    three-valued logic: ``decisive`` as soon as a term is, else unknown if one is, else the
+    other truth value. One loop whatever the chain's length: no stack depth per term."""
+    def test(m: Any) -> Value:
+        result: Value = not decisive
+        for term in terms:
+            v = _truth(term(m))
+            if v is decisive:
+                return decisive
+            if v is None:
+                result = None
+        return result
+    return test
 
 
 _NOT_CONST = object()
@@ -410,22 +401,6 @@ MAX_FILTER_CHARS = 65536
 proportion; Artemis has no such bound, but a filter of this size is no hand-written one)."""
 
 
-def _nesting(tree: Tree) -> int:
-    """The depth of ``tree`` (1 for a leaf's parent), walked with a list, not the stack."""
-    deepest = 0
-    stack = [(tree, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > deepest:
-            deepest = depth
-            if deepest > MAX_NESTING:
-                break
-        for child in node.children:
-            if isinstance(child, Tree):
-                stack.append((child, depth + 1))
-    return deepest
-
-
 @functools.lru_cache(maxsize=256)
 def _compiled(text: str) -> Tuple[Optional[Node], str, Optional[int]]:
     if len(text) > MAX_FILTER_CHARS:
@@ -433,7 +408,7 @@ def _compiled(text: str) -> Tuple[Optional[Node], str, Optional[int]]:
                       f"{MAX_FILTER_CHARS:,}"), None
     try:
         tree = _PARSER.parse(text)
-        if _nesting(tree) > MAX_NESTING:
+        if nesting_depth(tree, _subtrees, MAX_NESTING) > MAX_NESTING:
             return None, (f"it nests deeper than {MAX_NESTING} levels (parentheses, NOT and "
                           f"operators inside one another); a chain of AND or OR terms counts "
                           f"as one level"), None
@@ -444,6 +419,10 @@ def _compiled(text: str) -> Tuple[Optional[Node], str, Optional[int]]:
         return None, str(exc.orig_exc), None
     except LarkError as exc:
         return None, str(exc).splitlines()[0], None
+
+
+def _subtrees(tree: Tree) -> Iterator[Tree]:
+    return (c for c in tree.children if isinstance(c, Tree))
 
 
 def _unexpected(exc: UnexpectedInput) -> str:
@@ -469,12 +448,8 @@ class UnusableFilter(Filter):
     __slots__ = ("why",)
 
     def __init__(self, text: str, why: str) -> None:
-        super().__init__(text, _matches_nothing)
+        super().__init__(text, _matches_nothing)  # never true: nothing enters the queue
         self.why = why
-
-    def matches(self, message: Any) -> bool:
-        """Always ``False``: an expression that cannot be evaluated is never true."""
-        return False
 
 
 def _matches_nothing(_m: Any) -> Value:

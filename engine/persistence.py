@@ -88,7 +88,7 @@ class Persistence:
         self.checkpoint_failures = 0
         self.last_checkpoint_error = ""
         # after failed checkpoints in a row, the next automatic one waits for this many
-        # records (doubling, up to MAX_BACKOFF x checkpoint_records); 0: none failed
+        # records (doubling, up to MAX_BACKOFF_DOUBLINGS times); 0: none failed
         self.failed_in_a_row = 0
         self.retry_after = 0
         self._cache: "OrderedDict[Location, Any]" = OrderedDict()
@@ -183,9 +183,9 @@ class Persistence:
         """``checkpoint``, but an index failure (ENOSPC, a damaged LMDB file...) is logged,
         counted in ``checkpoint_failures``/``last_checkpoint_error`` and retried with a
         back-off (after ``checkpoint_records`` records, then twice, four times... as many, up
-        to 64 times, while it keeps failing; a success ends the back-off), never raised: the index is a cache, and what the caller
-        did is already durable in the journal (issue 11). The reclaim horizon stays where the
-        last good checkpoint put it.
+        to 64 times, while it keeps failing; a success ends the back-off), never raised: the
+        index is a cache, and what the caller did is already durable in the journal
+        (issue 11). The reclaim horizon stays where the last good checkpoint put it.
 
         Returns:
             The checkpoint's LSN, or 0 when it failed.
@@ -194,9 +194,8 @@ class Persistence:
             JournalError: the journal itself failed (the caller fail-stops).
         """
         try:
-            return self.checkpoint(extras)
-        except (IndexInvalidError, OSError) as exc:
-            self._checkpoint_failed(exc)
+            return self.checkpoint_or_raise(extras)
+        except IndexInvalidError as exc:
             log.warning("index checkpoint failed (retried after %d more records; the journal "
                         "holds everything): %s", self.retry_after, exc)
             return 0

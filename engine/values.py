@@ -9,7 +9,7 @@ of the types a JMS/AMQP message property can hold. Every failure is an ``Invalid
 from __future__ import annotations
 
 import enum
-from typing import Any, Dict, Mapping, Optional, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Type, TypeVar
 
 import msgpack
 
@@ -46,6 +46,19 @@ def check_choice(field: str, value: Any, choices: Type[E]) -> E:
     except (TypeError, ValueError):
         raise InvalidArgumentError(field, f"{value!r}: one of "
                                    f"{', '.join(str(c.value) for c in choices)}") from None
+
+
+def nesting_depth(root: Any, children: Callable[[Any], Iterable[Any]], limit: int) -> int:
+    """How deep ``root`` nests (1: it has no children), walked with a list, not the stack, so
+    any depth is measured safely; counting stops once past ``limit``. For input that is
+    refused past a depth (filters, configuration files) before a recursive step reads it."""
+    deepest = 0
+    stack = [(root, 1)]
+    while stack and deepest <= limit:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children(node))
+    return deepest
 
 
 MAX_SETTING_CHARS = 65536

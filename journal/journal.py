@@ -10,8 +10,8 @@ and the journal deletes segments with no live record and compacts mostly-dead on
 
 Why over 500 lines: it is the facade whose state (one lock, the segment table, the LSN
 counters, the open batch) every append path and the open procedure share; the work itself is
-in ``opening``, ``manifest``, ``staging``, ``writer``, ``liveness`` and ``compaction``, and
-moving more out would hand those modules the private state instead.
+in ``opening``, ``manifest``, ``staging``, ``writer``, ``liveness``, ``compaction`` and
+``relocations``, and moving more out would hand those modules the private state instead.
 """
 
 from __future__ import annotations

@@ -414,7 +414,7 @@ def register(main: click.Group) -> None:
     def recover(directory: str, rebuild_index: bool, salvage: bool) -> None:
         """Open the store, recover it, and report what recovery did."""
         from mqstore.journal import JournalOptions
-        from .salvage import rewrite
+        from .salvage import rewrite, skipped_rows
         start = time.monotonic()  # DIRECTORY is a store (STORE): no store is created here
         done = None
         if salvage:  # damage to skip: the kept state is rewritten as a clean store first
@@ -429,17 +429,18 @@ def register(main: click.Group) -> None:
                                     verify_journal=True, rebuild_index=rebuild_index)
         rep = broker.recovery_report
         j = rep.journal
+        # what salvage skipped and lost: the rewrite's report, else this open's
+        skipped = done.skipped if done else skipped_rows(j.skipped)
+        lost = done.lost if done else rep.lost
         rows = [("segments", j.segments), ("records", j.records), ("last LSN", j.last_lsn),
                 ("torn tail truncated (bytes)", j.torn_bytes),
                 ("unproven records dropped with it", j.unproven_records),
                 ("interrupted compaction", j.compaction or "none"),
                 ("skipped by salvage", "; ".join(
-                    f"{s['file']}:{s['start']}-{s['end']} ({s['reason']})" for s in done.skipped)
-                    if done else "; ".join(f"{os.path.basename(s.path)}:{s.start}-{s.end} "
-                                           f"({s.reason})" for s in j.skipped) or "none"),
+                    f"{s['file']}:{s['start']}-{s['end']} ({s['reason']})" for s in skipped)
+                    or "none"),
                 ("lost since the last checkpoint",
-                 "; ".join(f"{k}: {v}" for k, v in (done.lost if done else rep.lost).items())
-                 or "nothing known"),
+                 "; ".join(f"{k}: {v}" for k, v in lost.items()) or "nothing known"),
                 ("index", rep.index), ("records replayed", rep.replayed_records),
                 ("addresses / queues / messages",
                  f"{rep.counts['addresses']} / {rep.counts['queues']} / "

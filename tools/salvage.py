@@ -49,6 +49,12 @@ class SalvageReport:
     report: str = ""
 
 
+def skipped_rows(ranges: List[Any]) -> List[Dict[str, Any]]:
+    """A salvage open's ``SkippedRange`` list as report rows: file name, start, end, reason."""
+    return [{"file": os.path.basename(s.path), "start": s.start, "end": s.end,
+             "reason": s.reason} for s in ranges]
+
+
 def rewrite(directory: str) -> Optional[SalvageReport]:
     """Rewrite the (closed) store in ``directory`` from what a read-only salvage open reads of
     it, when that open had to skip damaged bytes (a plain open would refuse the store); the
@@ -72,18 +78,17 @@ def rewrite(directory: str) -> Optional[SalvageReport]:
     work = f"{target}.salvage-{os.getpid()}"
     lines_path = f"{work}.jsonl"
     shutil.rmtree(work, ignore_errors=True)
-    with OfflineStore(directory, salvage=True) as look:
-        skipped, lost = list(look.journal.report.skipped), dict(look.report.lost)
-    if not any(s.end > s.start for s in skipped):
-        # no damaged bytes in a file that stays: a missing segment or a stray file only,
-        # which the salvage open itself settles (the manifest forgets the one, the other is
-        # set aside as *.unlisted), and the store then opens as it is
-        return None
     try:
-        with OfflineStore(directory, salvage=True) as store, \
-                open(lines_path, "w", encoding="utf-8") as out:
-            for line in export_lines(store):
-                out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
+        with OfflineStore(directory, salvage=True) as store:
+            skipped, lost = list(store.journal.report.skipped), dict(store.report.lost)
+            if not any(s.end > s.start for s in skipped):
+                # no damaged bytes in a file that stays: a missing segment or a stray file
+                # only, which the salvage open itself settles (the manifest forgets the one,
+                # the other is set aside as *.unlisted); the store then opens as it is
+                return None
+            with open(lines_path, "w", encoding="utf-8") as out:
+                for line in export_lines(store):
+                    out.write(json.dumps(line, sort_keys=True, separators=(",", ":")) + "\n")
         with open(lines_path, encoding="utf-8") as lines:
             messages = import_store(lines, work)
     except BaseException:
@@ -93,9 +98,8 @@ def rewrite(directory: str) -> Optional[SalvageReport]:
         if os.path.exists(lines_path):
             os.unlink(lines_path)
     report = SalvageReport(
-        skipped=[{"file": os.path.basename(s.path), "start": s.start, "end": s.end,
-                  "reason": s.reason} for s in skipped],
-        lost={k: v for k, v in lost.items()},
+        skipped=skipped_rows(skipped),
+        lost=lost,
         kept={"messages": messages},
         damaged_journal=f"{JOURNAL_DIR}.damaged-{stamp}")
     _swap(target, work, report, stamp)
@@ -130,4 +134,4 @@ def _swap(target: str, work: str, report: SalvageReport, stamp: str) -> None:
         os.close(fd)
 
 
-__all__ = ["SalvageReport", "rewrite"]
+__all__ = ["SalvageReport", "rewrite", "skipped_rows"]

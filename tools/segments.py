@@ -33,9 +33,7 @@ def segment_files(directory: str) -> List[SegmentFile]:
         if not os.path.isdir(jdir):
             raise MqStoreError(f"no mqstore journal in {directory}",
                                hint="give the store's directory, the one the application opens")
-        fs = OsFileSystem()
-        pending = resolve_pending(fs, jdir, read_only=True)
-        paths = list_segment_paths(fs, jdir, pending.overrides, pending.excluded)
+        paths = _segment_paths(OsFileSystem(), jdir)
         if not paths and not os.path.exists(os.path.join(jdir, MANIFEST_FILE)):
             # every store has a segment from its first open on (or a manifest that lists
             # them): an empty journal/ is no store, and no command makes it one
@@ -48,16 +46,21 @@ def segment_files(directory: str) -> List[SegmentFile]:
                            f"{exc.filename or directory}: {exc.strerror or exc}") from None
 
 
+def _segment_paths(fs: OsFileSystem, jdir: str) -> List[Tuple[int, str]]:
+    """(sequence, path) of the journal's segments, a pending compaction seen rolled forward."""
+    pending = resolve_pending(fs, jdir, read_only=True)
+    return list_segment_paths(fs, jdir, pending.overrides, pending.excluded)
+
+
 def missing_segments(directory: str) -> List[str]:
     """The segment files the journal's manifest lists and the directory lacks (a gap in the
     records; ``Broker.open`` refuses such a store), or the manifest itself when a listed
     journal has none; empty when nothing is missing. Reads only; nothing is changed."""
     jdir = os.path.join(directory, JOURNAL_DIR)
     fs = OsFileSystem()
-    pending = resolve_pending(fs, jdir, read_only=True)
-    paths = list_segment_paths(fs, jdir, pending.overrides, pending.excluded)
     try:
-        return reconcile(fs, jdir, paths, read_only=True, salvage=True).missing
+        return reconcile(fs, jdir, _segment_paths(fs, jdir), read_only=True,
+                         salvage=True).missing
     except MqStoreError:  # a damaged manifest: the open says so; nothing to list here
         return []
 
