@@ -229,11 +229,13 @@ class Broker:
                 # (a compaction's moves mapped at open: a checkpoint makes them the index's)
                 with broker.lock:
                     broker.storage.guard(persistence.checkpoint_quietly)
-        except BrokerFailedError as exc:
+        except (BrokerFailedError, IndexInvalidError) as exc:
             opened.release()
-            if rebuild_index or not isinstance(exc.cause, IndexInvalidError):
+            cause = exc.cause if isinstance(exc, BrokerFailedError) else exc
+            if rebuild_index or not isinstance(cause, IndexInvalidError):
                 raise
-            # damage in the index found while opening: open again, rebuilding it
+            # damage in the index found while opening (ending the deliveries it lists, say):
+            # open again, rebuilding it
             return cls.open(directory, fs=fs, journal_options=journal_options, index=index,
                             checkpoint_records=checkpoint_records,
                             address_settings=address_settings,
@@ -770,7 +772,8 @@ class Broker:
             return sorted(self.addresses)
 
     def statistics(self) -> BrokerStatistics:
-        """Counts, the journal's counters and the index's health (failed checkpoints)."""
+        """Counts, the journal's counters and the index's health (failed checkpoints,
+        rebuilds while running)."""
         with self.lock:
             p = self._p
             transient = sum(1 for m in self.cache.by_id.values() if not m.journaled)
@@ -780,7 +783,8 @@ class Broker:
                                     p.checkpoint_failures, p.last_checkpoint_error,
                                     self.storage.failure is not None, self.budget.statistics(),
                                     p.index.commits, p.index.written,
-                                    self.pages.statistics() if self.pages else None)
+                                    self.pages.statistics() if self.pages else None,
+                                    p.index_rebuilds, p.last_index_rebuild)
 
     def checkpoint(self) -> int:
         """Write an index checkpoint now; returns its LSN.
@@ -813,7 +817,7 @@ class Broker:
             report = self.storage.guard(self._p.journal.compact, force,
                                         True)  # record_moves: for a crash before the next
             if report.compacted:
-                relocate(self._p.image, report.relocations)
+                self.storage.repairing(relocate, self._p.image, report.relocations)
                 self.storage.guard(self._p.checkpoint_quietly)
             return report
 

@@ -467,6 +467,9 @@ class BrokerStatistics:
         page_files: the page files of paged messages journaled nowhere
             (``engine.pagefile.PageFileStatistics``): files now, entries written, writes that
             failed (those messages stayed in RAM), entries that did not read back (dropped).
+        index_rebuilds: times the index was found damaged while the broker ran and was
+            rebuilt from the journal (the broker went on); last_index_rebuild: why the last
+            one ran, "" when none.
     """
 
     addresses: int
@@ -481,3 +484,5 @@ class BrokerStatistics:
     index_commits: int = 0
     index_entries_written: int = 0
     page_files: Any = None
+    index_rebuilds: int = 0
+    last_index_rebuild: str = ""

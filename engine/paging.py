@@ -15,7 +15,7 @@ enforced by accounting: ``statistics()`` reports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 from .model import Message
 from mqstore.recovery import IndexInvalidError, StoreImage
@@ -222,26 +222,47 @@ class MessageCache:
             self.gone(msg)
 
 
+T = TypeVar("T")
+
+
+def _stored(m: Any) -> StoredMessage:
+    """A message the index holds (a ``MessageImage``) as an in-memory one, its body not read."""
+    return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
+                         m.priority, None, True, m.body_size)
+
+
 class IndexReader:
     """Reads a durable queue's references from the live index in queue order, and the
     messages they point to, as in-memory objects (internal to ``engine.queue``).
 
     Args:
         image: the live image. cache: the messages held in RAM.
-        damaged: called with the ``IndexInvalidError`` when what the index holds is damaged
-            (a value's CRC, a reference to a message it does not hold); it raises (the
-            broker fail-stops and the next open rebuilds the index).
+        damaged: called as ``damaged(exc, again)`` with the ``IndexInvalidError`` when what
+            the index holds is damaged (a value's CRC, a reference to a message it does not
+            hold): it rebuilds the index from the journal (``StorageManager.index_damaged``),
+            and the read runs again on the rebuilt one; it raises ``BrokerFailedError`` when
+            it cannot, or when ``again`` (the damage met again right after a rebuild).
 
     Attributes:
         rows_read: queue references read so far (what ``mqstore bench selectors`` counts).
     """
 
     def __init__(self, image: StoreImage, cache: MessageCache,
-                 damaged: Callable[[IndexInvalidError], None]) -> None:
+                 damaged: Callable[[IndexInvalidError, bool], None]) -> None:
         self.image = image
         self.cache = cache
         self.damaged = damaged
         self.rows_read = 0
+
+    def _again(self, read: Callable[..., T], *args: Any) -> T:
+        """``read(*args)``, run again after the index is rebuilt when it meets damage (at
+        most twice: damage met right after a rebuild makes ``damaged`` raise)."""
+        for again in (False, True):
+            try:
+                return read(*args)
+            except IndexInvalidError as exc:
+                self.damaged(exc, again)
+        raise AssertionError("unreachable: damaged raises the second time")
 
     def count(self, qid: int) -> int:
         """References the index holds for queue ``qid``."""
@@ -254,26 +275,15 @@ class IndexReader:
         msg = self.cache.get(mid)
         if msg is not None:
             return msg
-        try:
-            m = self.image.message(mid)
-        except IndexInvalidError as exc:
-            self.damaged(exc)
-            raise
-        if m is None:
-            return None
-        return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
-                             m.priority, None, True, m.body_size)
+        m = self._again(self.image.message, mid)
+        return None if m is None else _stored(m)
 
     def order_of(self, qid: int, mid: int) -> Optional[Tuple[int, ...]]:
         """The order key the index gives message ``mid``'s reference on queue ``qid``
         (``None``: it holds none). It differs from the one in RAM for a reference that took
         the place of one journaled nowhere (a Qpid last-value replacement in place): in the
         index it stays at its own record's place."""
-        try:
-            ref = self.image.ref(qid, mid)
-        except IndexInvalidError as exc:
-            self.damaged(exc)
-            raise
+        ref = self._again(self.image.ref, qid, mid)
         return None if ref is None else tuple(ref.order)
 
     def scheduled_count(self, qid: int) -> int:
@@ -286,32 +296,33 @@ class IndexReader:
         """Up to ``limit`` of queue ``qid``'s scheduled references due at ``upto`` ms at the
         latest (``None``: any time), after ``after`` (a ``RefImage``), in due order: (message,
         ``RefImage``) each; the messages come from the cache or are built from the index."""
-        try:
+        def read() -> List[Tuple[StoredMessage, Any]]:
             refs = self.image.scheduled_refs(qid, upto, limit, after)
-        except IndexInvalidError as exc:
-            self.damaged(exc)
-            raise
-        return [(self._message_of(qid, r.mid), r) for r in refs]
+            return [(self._message_of(qid, r.mid), r) for r in refs]
+        return self._again(read)
 
     def scheduled_ref(self, qid: int, mid: int) -> Optional[Tuple[StoredMessage, Any]]:
         """Message ``mid``'s reference in queue ``qid``'s scheduled buffer, or ``None``."""
-        try:
+        def read() -> Optional[Tuple[StoredMessage, Any]]:
             ref = self.image.ref(qid, mid)
-        except IndexInvalidError as exc:
-            self.damaged(exc)
-            raise
-        if ref is None or not ref.at:
-            return None
-        return self._message_of(qid, mid), ref
+            if ref is None or not ref.at:
+                return None
+            return self._message_of(qid, mid), ref
+        return self._again(read)
 
     def _message_of(self, qid: int, mid: int) -> StoredMessage:
-        msg = self.message(mid)
-        if msg is None:
-            exc = IndexInvalidError(f"queue {qid} has a reference to message {mid}, "
+        """Message ``mid``, which a reference of queue ``qid`` points to.
+
+        Raises:
+            IndexInvalidError: the index does not hold it (damage: the caller rebuilds)."""
+        msg = self.cache.get(mid)
+        if msg is not None:
+            return msg
+        m = self.image.message(mid)
+        if m is None:
+            raise IndexInvalidError(f"queue {qid} has a reference to message {mid}, "
                                     f"which the index does not hold")
-            self.damaged(exc)
-            raise exc
-        return msg
+        return _stored(m)
 
     def paged(self, qid: int) -> int:
         """Paged references the index holds for queue ``qid`` (its address pages them)."""
@@ -322,19 +333,9 @@ class IndexReader:
              ) -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
         """Up to ``limit`` references after order key ``after``: (message, order, delivery
         count) each; the messages come from the cache or are built from the index."""
-        out = []
-        try:
+        def read() -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
             refs = self.image.queue_refs(qid, after, limit)
-        except IndexInvalidError as exc:
-            self.damaged(exc)
-            raise
-        self.rows_read += len(refs)
-        for r in refs:
-            msg = self.message(r.mid)
-            if msg is None:
-                exc = IndexInvalidError(f"queue {qid} has a reference to message {r.mid}, "
-                                        f"which the index does not hold")
-                self.damaged(exc)
-                raise exc
-            out.append((msg, r.order, r.delivery_count))
+            return [(self._message_of(qid, r.mid), r.order, r.delivery_count) for r in refs]
+        out = self._again(read)
+        self.rows_read += len(out)
         return out

@@ -19,7 +19,7 @@ from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
 
 from mqstore.journal import Journal, JournalError, Location, Ticket
 from .paging import give_back_memory
-from mqstore.recovery import IndexStore, StoreImage, write_index
+from mqstore.recovery import IndexStore, StoreImage, rebuild, write_index
 from mqstore.recovery.errors import IndexInvalidError
 from mqstore.recovery.schema import RecordKind, body_in
 
@@ -66,6 +66,21 @@ class DeferredSink:
             self._journal.mark_dead(dead)
 
 
+class IndexRebuildError(Exception):
+    """Rebuilding a damaged index from the journal while the broker ran failed (internal:
+    the ``StorageManager`` fail-stops with it).
+
+    Attributes:
+        reason: the damage that asked for the rebuild. cause: what stopped the rebuild.
+    """
+
+    def __init__(self, reason: str, cause: BaseException) -> None:
+        super().__init__(f"the index was damaged ({reason}) and rebuilding it from the "
+                         f"journal failed: {cause}")
+        self.reason = reason
+        self.cause = cause
+
+
 class Persistence:
     """Journal + image + index of one open broker (internal to the engine).
 
@@ -91,6 +106,8 @@ class Persistence:
         # records (doubling, up to MAX_BACKOFF_DOUBLINGS times); 0: none failed
         self.failed_in_a_row = 0
         self.retry_after = 0
+        self.index_rebuilds = 0  # rebuilds while running (damage found after the open)
+        self.last_index_rebuild = ""  # why the last one ran
         self._cache: "OrderedDict[Location, Any]" = OrderedDict()
 
     def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
@@ -102,11 +119,60 @@ class Persistence:
         """
         ticket = self.journal.append_many([(int(k), p) for k, p in records])
         first = ticket.lsn - len(records) + 1
-        for i, ((kind, payload), loc) in enumerate(zip(records, ticket.locations)):
-            self.sink.lsn = first + i
-            self.image.apply(kind, payload, loc, first + i, self.sink)
+        try:
+            for i, ((kind, payload), loc) in enumerate(zip(records, ticket.locations)):
+                self.sink.lsn = first + i
+                self.image.apply(kind, payload, loc, first + i, self.sink)
+        except IndexInvalidError as exc:  # a damaged index value read by the fold: the
+            # records are appended, and the image rebuilt from the journal holds them whole
+            self.rebuild_index(exc.reason)
+            return ticket
         self.since_checkpoint += len(records)
         return ticket
+
+    def rebuild_index(self, reason: str) -> int:
+        """Rebuild the index and the image from the journal while the broker runs (broker
+        lock held, so nothing is appended meanwhile), because what the index holds was found
+        damaged (``reason``): a CRC that does not match, a reference to a message it does not
+        hold. Waits until everything appended is durable, empties the index, replays the whole
+        journal into it (``recovery.rebuild``, the open's rebuild), commits it at the
+        journal's end as a checkpoint does and makes the live image the rebuilt one
+        (``StoreImage.take``): the engine's queues, consumers and deliveries go on unchanged,
+        as they were built from the same records. Costs a full replay (an open's rebuild
+        time) with the lock held.
+
+        Returns:
+            The records replayed.
+
+        Raises:
+            IndexRebuildError: the rebuild failed (the journal's read or sync, the index's
+                write); the index is marked damaged, so the next open rebuilds it, and the
+                caller fail-stops.
+        """
+        j = self.journal
+        live = j.liveness
+        log.warning("the index is damaged (%s): rebuilding it from the journal while the "
+                    "broker runs", reason)
+        try:
+            j.sync()
+            self.sink.release()
+            lsn = j.next_lsn - 1
+            live.deferred = True
+            try:
+                fresh, replayed = rebuild(j, self.index)
+                fresh.last_lsn = max(fresh.last_lsn, lsn)
+                write_index(self.index, fresh, j, {})
+            finally:
+                live.deferred = False
+            self.image.take(fresh)
+        except Exception as exc:  # noqa: BLE001 - whatever stopped it, the index is unusable
+            self.index.mark_damaged(reason)
+            raise IndexRebuildError(reason, exc) from exc
+        self.index_rebuilds += 1
+        self.last_index_rebuild = reason
+        self._after_commit(lsn)
+        log.warning("index rebuilt from the journal: %d records replayed", replayed)
+        return replayed
 
     def after_wait(self) -> None:
         """Call after waiting on a ticket: applies liveness facts that are now durable."""
@@ -142,6 +208,12 @@ class Persistence:
         lsn = self.journal.next_lsn - 1
         self.image.last_lsn = max(self.image.last_lsn, lsn)
         write_index(self.index, self.image, self.journal, extras or {})
+        self._after_commit(lsn)
+        return lsn
+
+    def _after_commit(self, lsn: int) -> None:
+        """The index holds everything up to ``lsn`` (durable): relocation files go, the
+        reclaim horizon moves there, the back-off ends."""
         try:  # this index knows where compaction moved things
             self.journal.forget_relocations()
         except JournalError as exc:  # left: an index newer than them ignores them
@@ -152,7 +224,6 @@ class Persistence:
         self.since_checkpoint = 0
         self.last_checkpoint_lsn = lsn
         self.failed_in_a_row = self.retry_after = 0
-        return lsn
 
     def checkpoint_or_raise(self, extras: Optional[Dict[str, Any]] = None) -> int:
         """``checkpoint`` for a caller that asked for one: an index failure is counted as

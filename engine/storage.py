@@ -1,9 +1,11 @@
 """The broker's storage as the engine's modules use it (Artemis's StorageManager).
 
 ``StorageManager`` wraps ``Persistence`` (append and fold, checkpoints) with the broker's
-fail-stop rule: the first storage error (a failed write or sync, a damaged index found at run
-time) stops the broker, and every later call raises ``BrokerFailedError`` until a reopen
-recovers from the journal. The engine's modules write records with ``write`` (lock held, so LSN
+fail-stop rule: the first journal error (a failed write or sync) stops the broker, and every
+later call raises ``BrokerFailedError`` until a reopen recovers from the journal. A damaged
+index found at run time is not such an error: the index is a cache of the journal, so it is
+rebuilt from the journal while the broker runs and the step that met the damage goes on;
+only a rebuild that fails (or damage met again at once) stops the broker. The engine's modules write records with ``write`` (lock held, so LSN
 order is state-change order), wait for their durability with ``wait`` outside the lock, and take
 fresh ids with ``next_id``. The ``Broker`` keeps one as ``broker.storage``; its public API shows
 none of this.
@@ -15,7 +17,7 @@ from typing import Any, Callable, List, NoReturn, Optional, TypeVar
 
 from .addressfull import Room
 from .errors import BrokerFailedError, IllegalStateError
-from .persistence import Persistence
+from .persistence import IndexRebuildError, Persistence
 from mqstore.journal import InvalidRecordError, JournalError, RecordTooLargeError, Ticket
 from mqstore.recovery.errors import IndexInvalidError
 
@@ -56,24 +58,51 @@ class StorageManager:
             raise IllegalStateError("the broker is closed")
 
     def guard(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a storage step; a storage error makes the broker fail-stop.
+        """Run a storage step; a journal error makes the broker fail-stop. A step that reads
+        the index and finds it damaged runs again once the index is rebuilt
+        (``index_damaged``): ``fn`` must be a read, or ``Persistence.write`` (which rebuilds
+        itself when its fold meets damage, and never raises ``IndexInvalidError``).
 
         Raises:
-            BrokerFailedError: the step raised a JournalError or IndexInvalidError (the broker
-                is failed from now on). IllegalStateError: it raced ``close``.
+            BrokerFailedError: the step raised a JournalError, or the index could not be
+                rebuilt (the broker is failed from now on). IllegalStateError: it raced
+                ``close``.
             RecordTooLargeError, InvalidRecordError: a record the journal refused before
                 placing anything (too large for a frame, not serialisable): bad input, not a
                 storage failure; nothing was written and the broker goes on (the engine
                 writes before it changes what it holds, so nothing changed either).
         """
+        for again in (False, True):
+            try:
+                return fn(*args)
+            except (RecordTooLargeError, InvalidRecordError):
+                raise
+            except JournalError as exc:
+                self._journal_failed(exc)
+            except IndexRebuildError as exc:
+                self._fail(exc)
+            except IndexInvalidError as exc:
+                self.index_damaged(exc, again)  # rebuilt: run the step again on the new index
+        raise AssertionError("unreachable: index_damaged raises the second time")
+
+    def repairing(self, fn: Callable[..., T], *args: Any) -> Optional[T]:
+        """Run a step that changes the image to agree with records already journaled (the
+        relocations of a compaction): if it meets a damaged index, the index is rebuilt from
+        the journal, which holds what the step was to do, and the step is not run again.
+
+        Returns:
+            ``fn``'s result, or ``None`` when the rebuild took its place.
+
+        Raises:
+            BrokerFailedError: as ``guard``.
+        """
         try:
             return fn(*args)
-        except (RecordTooLargeError, InvalidRecordError):
-            raise
         except JournalError as exc:
             self._journal_failed(exc)
         except IndexInvalidError as exc:
             self.index_damaged(exc)
+        return None
 
     def guard_journal(self, fn: Callable[..., T], *args: Any) -> T:
         """``guard`` for a step whose ``IndexInvalidError`` is the caller's to see (an index
@@ -97,15 +126,34 @@ class StorageManager:
         self.failure = exc
         raise BrokerFailedError(exc) from exc
 
-    def index_damaged(self, exc: IndexInvalidError) -> NoReturn:
-        """What the index holds is damaged (found at run time): fail-stop, and the next open
-        rebuilds the index from the journal (nothing is lost: the journal has it all).
+    def index_damaged(self, exc: IndexInvalidError, again: bool = False) -> None:
+        """What the index holds is damaged (found at run time: a CRC that does not match, a
+        reference to a message it does not hold): rebuild it from the journal now
+        (``Persistence.rebuild_index``), and the broker goes on; nothing is lost, the journal
+        has it all. The caller then reads again.
+
+        Args:
+            again: the caller's read met damage again right after a rebuild: then it is not
+                the index file's, a rebuild cannot cure it.
 
         Raises:
-            BrokerFailedError: always, with ``exc`` as its cause.
+            BrokerFailedError: ``again``, or the rebuild failed. The index is marked damaged
+                (the next open rebuilds it); ``exc`` (or the rebuild's failure) is the cause.
+            IllegalStateError: the broker is closed.
         """
-        self.persistence.index.mark_damaged(exc.reason)
-        self._fail(exc)
+        p = self.persistence
+        if self.closed:
+            raise IllegalStateError("the broker is closed") from exc
+        if again:
+            p.index.mark_damaged(exc.reason)
+            self._fail(exc)
+        try:
+            p.rebuild_index(exc.reason)
+        except IndexRebuildError as failed:
+            cause = failed.cause
+            if isinstance(cause, JournalError):
+                self._journal_failed(cause)
+            self._fail(failed)
 
     def write(self, records: List[tuple]) -> Ticket:
         """Journal records and fold them (broker lock held); fail-stop on storage errors.

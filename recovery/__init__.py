@@ -9,12 +9,12 @@ from .index import LmdbIndex
 from .indexstore import IndexStore, MemoryIndex
 from .relocation import relocate
 from .schema import AckReason, RecordKind
-from .store import (INDEX_DIR, JOURNAL_DIR, Progress, Recovered, RecoveryReport, recover,
-                    replay, write_index)
+from .store import (INDEX_DIR, JOURNAL_DIR, Progress, Recovered, RecoveryReport, rebuild,
+                    recover, replay, write_index)
 
 __all__ = [
     "AckReason", "AddressImage", "Checkpoint", "INDEX_DIR", "IndexInvalidError", "IndexStore",
     "JOURNAL_DIR", "LmdbIndex", "MalformedRecordError", "MemoryIndex", "MessageImage", "NullSink",
     "Progress", "QueueImage", "RecordKind", "Recovered", "RecoveryError", "RecoveryReport",
-    "RefImage", "StoreImage", "recover", "relocate", "replay", "write_index",
+    "RefImage", "StoreImage", "rebuild", "recover", "relocate", "replay", "write_index",
 ]

@@ -489,6 +489,17 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         for m in self.messages():
             self._hold(m.location)
 
+    def take(self, other: "StoreImage") -> None:
+        """Become ``other``, an image rebuilt from the same journal (``recovery.rebuild``),
+        in place: whoever holds this object (the engine's readers) reads the rebuilt state from
+        now on. ``released`` stays this image's, and so do ``next_id`` and ``last_lsn`` where
+        they are higher: ids handed out without a record (a non-durable message's) are never
+        handed out again. ``other`` is not to be used afterwards."""
+        keep = self.released, max(self.next_id, other.next_id), \
+            max(self.last_lsn, other.last_lsn)
+        self.__dict__.update(other.__dict__)
+        self.released, self.next_id, self.last_lsn = keep
+
     def summary(self) -> Dict[str, int]:
         """Counts for reports: addresses, queues, messages, references."""
         return {"addresses": len(self.addresses), "queues": len(self.queues),

@@ -177,8 +177,11 @@ class ReferenceMoves:
             for i, mid in enumerate(p.get("m", ())):
                 msg = self.message(int(mid))
                 ref = self.ref(queue.id, int(mid), msg) if msg is not None else None
-                if ref is None or msg is None or not ref.at:
+                if ref is None or msg is None:
                     continue
+                # not scheduled: a replay without the record that had put it in the buffer
+                # (a DELIVERY returning it with a redelivery delay, superseded by a later one
+                # and compacted away); the running broker moved it to this head, so does this
                 self._unplace(queue, ref, msg)
                 ref.at = 0
                 ref.order = head_order(lsn, i, msg.lane)

@@ -14,7 +14,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from mqstore.journal import (FileSystem, InvalidRecordError, Journal, JournalOptions, OpenReport,
                              Record)
@@ -227,11 +227,7 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
             image = StoreImage(MemoryIndex())
             replayed = replay(journal, image, 0, sink, None, ticker(0))
         else:
-            index.destroy()
-            image = StoreImage(index)
-            replayed = replay(journal, image, 0, sink,
-                              lambda: write_index(index, image, journal, {}, REBUILD_BATCH),
-                              ticker(0))
+            image, replayed = rebuild(journal, index, ticker(0))
         live.horizon = 0  # nothing may be reclaimed before a commit covers it
         return image, f"rebuilt: {why}", replayed
     finally:
@@ -239,6 +235,30 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
 
 
 REBUILD_BATCH = 50_000  # records folded between index commits during a rebuild (bounded RAM)
+
+
+def rebuild(journal: Journal, index: IndexStore,
+            tick: Optional[Callable[[int], None]] = None) -> Tuple[StoreImage, int]:
+    """Empty ``index`` and the journal's liveness, and fold the whole journal into a new image
+    over ``index``, committing every ``REBUILD_BATCH`` records (bounded RAM): the one rebuild,
+    at open (``recover``) and while a broker runs (``engine.persistence``). The caller sets the
+    liveness's ``deferred`` and ``horizon`` brakes (no segment deleted while the replay reads
+    them, none before a commit covers it), and commits what is left in the overlay.
+
+    Returns:
+        The image (its overlay not yet committed) and how many records were folded.
+
+    Raises:
+        MalformedRecordError, CorruptJournalError, JournalIOError: as ``replay``.
+        IndexInvalidError: an index commit failed (the index then holds part of the replay;
+            the open after it sees a checkpoint whose tail it folds, as after any crash).
+    """
+    journal.liveness.reset()
+    index.destroy()
+    image = StoreImage(index)
+    replayed = replay(journal, image, 0, journal,
+                      lambda: write_index(index, image, journal, {}, REBUILD_BATCH), tick)
+    return image, replayed
 
 
 def write_index(index: IndexStore, image: StoreImage, journal: Journal,
@@ -343,5 +363,6 @@ def _dangling(image: StoreImage, journal: Journal) -> Optional[str]:
     return None
 
 
-__all__ = ["Recovered", "RecoveryReport", "apply_moves", "log_recovery", "moves_after", "recover",
-           "replay", "validate", "write_index", "IndexInvalidError", "MalformedRecordError"]
+__all__ = ["Recovered", "RecoveryReport", "apply_moves", "log_recovery", "moves_after",
+           "rebuild", "recover", "replay", "validate", "write_index", "IndexInvalidError",
+           "MalformedRecordError"]

@@ -15,8 +15,8 @@ Metrics (labels ``queue``, ``address``):
 - ``mqstore_address_size_bytes``, ``mqstore_address_paged_messages``;
 - ``mqstore_memory_used_bytes``, ``mqstore_memory_budget_bytes``, ``mqstore_journal_bytes``,
   ``mqstore_journal_live_bytes``, ``mqstore_journal_fsyncs_total``,
-  ``mqstore_checkpoint_failures_total``, ``mqstore_broker_failed`` (1 after a storage
-  failure).
+  ``mqstore_checkpoint_failures_total``, ``mqstore_index_rebuilds_total``,
+  ``mqstore_broker_failed`` (1 after a storage failure).
 """
 
 from __future__ import annotations
@@ -87,6 +87,9 @@ class BrokerCollector:
                                   value=stats.journal.fsyncs)
         yield CounterMetricFamily("mqstore_checkpoint_failures", "index checkpoints that "
                                   "failed since open", value=stats.checkpoint_failures)
+        yield CounterMetricFamily("mqstore_index_rebuilds", "damaged index found while "
+                                  "running and rebuilt from the journal since open",
+                                  value=stats.index_rebuilds)
 
 
 def _broker_values(stats: Any) -> Tuple[Tuple[str, float, str], ...]:

@@ -58,6 +58,9 @@ LIMITS: Dict[str, Dict[str, object]] = {
     "ls": dict(max_count=2, policy_type=PolicyType.RING_STRICT),
     "lf": dict(max_count=2, policy_type=PolicyType.FLOW_TO_DISK)}
 QUEUES = ("a1", "a2", "t1", "t2", "ring") + tuple(LIMITS)  # queues the generic rules use
+# the index tables read while the broker runs or at an open's fold (the small ones, addresses,
+# queues and settings, are read only by an open's checks)
+RUNTIME_TABLES = ("msg", "qref", "busy", "tx", "sched", "moved", "jmarks", "jwait", "jpin")
 ALL = QUEUES + ("lvq",)                         # lvq: last-value + non-destructive
 
 
@@ -133,6 +136,7 @@ class BrokerMachine(RuleBasedStateMachine):
         super().__init__()
         self.fs = SimulatedFileSystem()
         self.index = MemoryIndex()
+        self.damaged = False  # an index value was damaged (damage_index) and not yet rebuilt
         self.now = T0
         self.broker = self._open()
         setup(self.broker, True)
@@ -567,6 +571,25 @@ class BrokerMachine(RuleBasedStateMachine):
     def checkpoint(self) -> None:
         self.broker.checkpoint()
 
+    @rule(data=st.data())
+    def damage_index(self, data: st.DataObject) -> None:
+        """A committed value of the index changes under the running broker (a flipped bit on
+        its disk): nothing a client sees changes. The broker rebuilds the index from the
+        journal when it reads the value (issue 36), or a commit overwrites it, or an open
+        finds it; never a fail-stop."""
+        tables = [t for t in RUNTIME_TABLES if self.index.tables[t]]
+        if not tables:
+            return
+        name = data.draw(st.sampled_from(tables))
+        rows = self.index.tables[name]
+        key = data.draw(st.sampled_from(sorted(rows)))
+        value = bytearray(rows[key])
+        bit = data.draw(st.integers(0, len(value) * 8 - 1))
+        value[bit // 8] ^= 1 << (bit % 8)
+        rows[key] = bytes(value)
+        self.damaged = True
+        event(f"an index value damaged ({name})")
+
     @rule()
     def compact(self) -> None:
         report = self.broker.compact(force=True)
@@ -614,8 +637,10 @@ class BrokerMachine(RuleBasedStateMachine):
         had_index = index.entries("meta") > 0
         self.broker = self._open()
         # the last index commit is always usable: reclaim never outruns it (issue 36)
-        assert not had_index or self.broker.recovery_report.index == "used", \
-            self.broker.recovery_report.index
+        assert not had_index or self.damaged or \
+            self.broker.recovery_report.index == "used", self.broker.recovery_report.index
+        if self.broker.recovery_report.rebuilt:
+            self.damaged = False
         self._after_restart()
 
     def _after_restart(self) -> None:

@@ -12,7 +12,7 @@ from typing import List, Tuple
 
 import pytest
 
-from mqstore.engine import Broker, Message, QueueConfig, RoutingType
+from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
 from mqstore.journal import JournalOptions, SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 from tests.recovery.storestate import describe
@@ -125,3 +125,52 @@ def test_check_and_the_next_open_use_an_index_older_than_a_compaction(tmp_path) 
     with Broker.open(d, journal_options=OPTS, expiry_scan_ms=0) as b:
         assert b.recovery_report.index == "used" and describe(b) == want
     assert not [n for n in os.listdir(os.path.join(d, "journal")) if n.endswith(".reloc")]
+
+
+@pytest.mark.parametrize("persist", [False, True])
+def test_a_rebuild_after_compaction_keeps_a_redelivered_message_on_the_head(
+        persist: bool) -> None:
+    """A message returned with a redelivery delay, come due (on its queue's head, before a
+    scheduled one that came due with it), then delivered and returned again: its first
+    return is superseded and compacted away. A rebuild then found it off the buffer when
+    replaying the due record and left it at its first place (after the scheduled one); it must
+    give the order the running broker had."""
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    now = [1_700_000_000_000]
+
+    def opened(ix: MemoryIndex) -> Broker:
+        return Broker.open("/s", fs=fs, index=ix, clock=lambda: now[0],
+                           journal_options=JournalOptions(segment_size=2048),
+                           address_settings={"a": AddressSettings(redelivery_delay=1000)},
+                           persist_delivery_count_before_delivery=persist)
+
+    b = opened(index)
+    b.create_address("a")
+    b.create_queue(QueueConfig("q", "a"))
+    with b.session() as s:
+        s.send("a", Message(b"returned"))
+    with b.session(transacted=True) as t:
+        assert t.create_consumer("q").receive(1) is not None
+        t.rollback()  # back through the scheduled buffer: due in 1 s
+        t.send("a", Message(b"scheduled", scheduled_delivery_time=now[0] + 1000))
+        t.commit()
+    now[0] += 1000
+    b.deliver_scheduled()
+    d = b.session().create_consumer("q").receive(1)
+    assert d is not None and d.message.body == b"returned"
+    b.close()  # returns it again: the first return's record is dead
+    b = opened(index)
+    b.create_address("x")
+    b.create_queue(QueueConfig("x", "x"))
+    with b.session() as s:  # segments full of dead records, for the compaction to take
+        c = s.create_consumer("x")
+        for _ in range(60):
+            s.send("x", Message(b"." * 100))
+            c.receive(1).ack()
+    live = [m.message.body for m in b.session().create_browser("q")]
+    assert live == [b"returned", b"scheduled"]
+    assert b.compact(force=True).compacted
+    b.close()
+    with opened(MemoryIndex()) as b:  # the index lost: rebuilt from the compacted journal
+        assert b.recovery_report.rebuilt
+        assert [m.message.body for m in b.session().create_browser("q")] == live
