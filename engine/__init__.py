@@ -14,13 +14,15 @@ from .errors import (AddressFullError, AddressNotFoundError, AlreadyExistsError,
                      MessageNotFoundError, QueueFullError, QueueInUseError,
                      QueueNotEmptyError,
                      QueueNotFoundError, ResourceLimitError, RoutingTypeError)
-from .filters import FilterSyntaxError
+from .filters.expression import FilterSyntaxError
 from .model import (AddressInfo, DeletedQueue, Message, PolicyType, QueueConfig,
                     QueueInfo, ReceivedMessage, RoutingType, ScheduledMessage)
-from .session import Browser, Consumer, Delivery, Session
-from .config import ConfigError
-from .settings import AddressFullPolicy, AddressSettings
-from .wildcards import WildcardSyntax
+from .delivery.browser import Browser
+from .consumer import Consumer, Delivery
+from .session import Session
+from .config.files import ConfigError
+from .config.settings import AddressFullPolicy, AddressSettings
+from .addressing.wildcards import WildcardSyntax
 
 __all__ = [
     "AddressFullError", "AddressFullPolicy", "AddressInfo", "AddressNotFoundError",

@@ -13,10 +13,11 @@ import threading
 import time
 from typing import Optional, Sequence
 
-from .addressfull import deadline_of, timed_out
+from .paging.addressfull import deadline_of, timed_out
 from .model import Message
-from .queue import MessageRef
-from .session import Consumer, Delivery, Session
+from .queues.queue import MessageRef
+from .consumer import Consumer, Delivery
+from .session import Session
 from .values import check_timeout
 from mqstore.journal import Ticket
 
@@ -64,8 +65,8 @@ class AsyncConsumer:
 
         A receive that is cancelled (``task.cancel()``, an outer ``asyncio.wait_for``) hands
         nothing out and loses nothing: a message it had taken already waits in the consumer's
-        prefetch buffer (``engine.prefetch``) for the next receive, or goes back to the queue
-        with its delivery count as it was when the consumer closes.
+        prefetch buffer (``engine.delivery.prefetch``) for the next receive, or goes back to the
+        queue with its delivery count as it was when the consumer closes.
 
         Raises:
             InvalidArgumentError: ``timeout`` is not None or seconds >= 0 (nothing taken).

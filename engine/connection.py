@@ -5,7 +5,7 @@ receive those messages").
 ``Broker.connection()`` opens one; ``connection.session()`` makes its sessions; closing it
 closes them. A session from ``Broker.session()`` is a connection of its own. A queue declared
 ``no_local`` and owned by a session (``Session.declare_queue(..., exclusive=True)``) does not
-receive what sessions of the owner's connection send (``engine.exclusive.not_local``).
+receive what sessions of the owner's connection send (``engine.routing.exclusive.not_local``).
 """
 
 from __future__ import annotations

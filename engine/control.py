@@ -5,7 +5,7 @@ Only messages no consumer holds are touched, as Artemis's ``removeMessages`` and
 ``moveMessages`` leave deliveries alone: ready ones (in RAM and in the live index), scheduled
 ones and paged ones (with a filter, the queue's address first moves its paged messages onto
 their queues, so the filter sees them in order). Ready messages are found with a selector's
-target list (``engine.selection``), so one call reads the backlog once. The work goes a chunk
+target list (``engine.queues.selection``), so one call reads the backlog once. The work goes a chunk
 at a time, each chunk one TX record of the copies and the removals, so a crash part way
 leaves every message in exactly one place: removed or moved, or still on its queue.
 
@@ -21,14 +21,14 @@ from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from .core import BrokerCore
-from .delivery import depage_for
+from .routing.core import BrokerCore
+from .delivery.settle import depage_for
 from .errors import InvalidArgumentError
-from .filters import Filter, parse_filter
+from .filters.expression import Filter, parse_filter
 from .model import QueueInfo
-from .orphans import CHUNK, settle_out, take
-from .queue import MessageRef, Queue
-from .selection import Selection
+from .routing.orphans import CHUNK, settle_out, take
+from .queues.queue import MessageRef, Queue
+from .queues.selection import Selection
 from .values import TIME_MAX, check_int
 from mqstore.journal import Ticket
 from mqstore.recovery.schema import AckReason
@@ -41,7 +41,7 @@ class QueueControl:
     ``Broker.queue_control(name)``; it refers to the queue by name, so it stays usable while
     the queue exists.
 
-    Filters are Artemis filter expressions (``engine.filters``); a message id is the
+    Filters are Artemis filter expressions (``engine.filters.expression``); a message id is the
     ``message_id`` a consumer or browser sees.
     """
 
@@ -188,7 +188,7 @@ def _take_matching(queue: Queue, sel: Selection, limit: int) -> List[MessageRef]
 
 def _settle(broker: BrokerCore, queue: Queue, refs: List[MessageRef], target: Optional[Queue],
             reason: str, ticket: Optional[Ticket], count: int) -> Tuple[Optional[Ticket], int]:
-    """Move ``refs`` to ``target`` or remove them (``engine.orphans.settle_out``); the last
+    """Move ``refs`` to ``target`` or remove them (``engine.routing.orphans.settle_out``); the last
     ticket and the running count of those moved or removed."""
     got, copied, dropped = settle_out(broker, queue, refs, target, reason)
     return got or ticket, count + (copied if target is not None else dropped)

@@ -30,7 +30,7 @@ class PolicyType(str, enum.Enum):
     - ``REJECT``: the publisher gets ``QueueFullError``, nothing of the send is stored
       (default for non-durable queues).
     - ``FLOW_TO_DISK``: the message is stored but its content leaves memory: it is paged with
-      its address (``engine.depage``) and joins the queue as the queue drains (default for
+      its address (``engine.routing.depage``) and joins the queue as the queue drains (default for
       durable queues).
     - ``RING``: the oldest messages on the queue are removed to make room, even one a consumer
       has acquired and not accepted (its later ack does nothing).
@@ -90,7 +90,7 @@ class Message:
         durable: persistent; journaled when it reaches a durable queue (Qpid queues, "Durable
             queues").
         priority: 0-9 (JMS), default 4; a queue delivers higher priorities first, FIFO
-            within one (Artemis; ``engine.lanes``).
+            within one (Artemis; ``engine.queues.lanes``).
         expiration: absolute expiry time in ms since the epoch, 0 for never.
         timestamp: send time in ms since the epoch (set by the broker when 0).
         scheduled_delivery_time: when to deliver it, ms since the epoch (0: at once); until
@@ -99,7 +99,7 @@ class Message:
             0.
         delivery_delay: ms to wait before delivering it (0: none; JMS 2 deliveryDelay), when
             no scheduled time is given. A time not in the future delivers at once.
-        group_id: its message group (Artemis addressing §4.8, ``engine.groups``): kept as the
+        group_id: its message group (Artemis addressing §4.8, ``engine.queues.groups``): kept as the
             ``_AMQ_GROUP_ID`` property, which sets it too (or ``JMSXGroupID``); ``None``: none.
         message_id: assigned by the broker on send.
         address: the address it was sent to (set by the broker).
@@ -217,8 +217,8 @@ class QueueConfig:
         qpid_lvq: a Qpid last-value queue keyed by the ``qpid.LVQ_key`` property
             (``QpidLvq``); not with ``last_value_key`` (Artemis's kind). Kept in RAM whole,
             as Artemis last-value queues are.
-        filter: an Artemis filter expression (``engine.filters``; the JMS selector grammar
-            over properties and headers, e.g. ``"color = 'red' AND weight > 10"``): only
+        filter: an Artemis filter expression (``engine.filters.expression``; the JMS selector
+            grammar over properties and headers, e.g. ``"color = 'red' AND weight > 10"``): only
             messages it matches enter the queue; the others are not routed to it (on an
             anycast address another queue whose filter matches takes them; a message no queue
             takes is dropped, as Artemis drops one with no matching binding). ``None``: all.
@@ -460,12 +460,12 @@ class BrokerStatistics:
         checkpoint_failures: index checkpoints that failed since open (logged, retried).
         last_checkpoint_error: the last such failure's text, "" when none.
         failed: the broker stopped after a storage failure (reopen to recover).
-        memory: the RAM budget (``engine.paging.MemoryStatistics``): bytes charged, peak,
+        memory: the RAM budget (``engine.paging.memory.MemoryStatistics``): bytes charged, peak,
             references and messages in RAM, references paged out and back in.
         index_commits: index commits since open; index_entries_written: entries those
             commits wrote or deleted (each commit writes what changed, never the whole state).
         page_files: the page files of paged messages journaled nowhere
-            (``engine.pagefile.PageFileStatistics``): files now, entries written, writes that
+            (``engine.paging.pagefile.PageFileStatistics``): files now, entries written, writes that
             failed (those messages stayed in RAM), entries that did not read back (dropped).
         index_rebuilds: times the index was found damaged while the broker ran and was
             rebuilt from the journal (the broker went on); last_index_rebuild: why the last

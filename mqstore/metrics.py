@@ -1,6 +1,6 @@
-"""Prometheus metrics for an open broker (``tools.metrics``). Needs
+"""Prometheus metrics for an open broker (``tools.integrations.metrics``). Needs
 ``pip install mqstore[metrics]``."""
 
-from mqstore.tools.metrics import BrokerCollector, serve_metrics
+from mqstore.tools.integrations.metrics import BrokerCollector, serve_metrics
 
 __all__ = ["BrokerCollector", "serve_metrics"]

@@ -106,7 +106,7 @@ class ReferenceMoves:
     def _place_apart(self, queue: QueueImage, mid: int, order: Order) -> None:
         """Put message ``mid``'s reference on ``queue`` at ``order``, not its message's order
         key (noted in the ``moved`` table): a copy on a queue of a wildcard address that
-        matched the address sent to is not paged with the message (``engine.placement``)."""
+        matched the address sent to is not paged with the message (``engine.routing.placement``)."""
         t = self.tables
         t.qref.put(order_key(queue.id, order), RefImage(mid, order), True)
         key = ref_key(queue.id, mid)

@@ -241,8 +241,8 @@ def rebuild(journal: Journal, index: IndexStore,
             tick: Optional[Callable[[int], None]] = None) -> Tuple[StoreImage, int]:
     """Empty ``index`` and the journal's liveness, and fold the whole journal into a new image
     over ``index``, committing every ``REBUILD_BATCH`` records (bounded RAM): the one rebuild,
-    at open (``recover``) and while a broker runs (``engine.persistence``). The caller sets the
-    liveness's ``deferred`` and ``horizon`` brakes (no segment deleted while the replay reads
+    at open (``recover``) and while a broker runs (``engine.storage.persistence``). The caller sets
+    the liveness's ``deferred`` and ``horizon`` brakes (no segment deleted while the replay reads
     them, none before a commit covers it), and commits what is left in the overlay.
 
     Returns:

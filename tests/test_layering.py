@@ -73,3 +73,107 @@ def test_pyspark_only_in_tools_and_lazily() -> None:
                 if any(n.split(".")[0] == "pyspark" for n in names):
                     bad.append(str(path.relative_to(ROOT)))
     assert not bad, f"pyspark imported at module level: {bad}"
+
+
+# The engine's rooms, lowest first (ARCHITECTURE.md "Rooms"; each package's ``__init__`` says
+# the same in words): a module imports modules of its own room and of the rooms before it only.
+# ``base`` and ``facade`` are the modules at ``engine/``'s top: the values, errors and public
+# dataclasses everything uses, and the public surface over the subsystems.
+ENGINE_ROOMS = ("base", "filters", "addressing", "config", "paging", "storage", "queues",
+                "routing", "scheduling", "delivery", "facade")
+ENGINE_BASE = {"errors", "values", "model"}
+
+
+def engine_room(module: str) -> str:
+    """The room of ``mqstore.engine[.x[.y]]``."""
+    parts = module.split(".")[2:]
+    if not parts:
+        return "facade"  # the package itself (``from . import X`` in its __init__)
+    if parts[0] in ENGINE_ROOMS and (ROOT / "engine" / parts[0]).is_dir():
+        return parts[0]
+    return "base" if parts[0] in ENGINE_BASE else "facade"
+
+
+def test_every_engine_module_is_in_a_room() -> None:
+    """A new folder under engine/ must join the table (else it would count as the facade)."""
+    folders = {p.name for p in (ROOT / "engine").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(ENGINE_ROOMS) - {"base", "facade"}, folders
+
+
+def test_engine_rooms_import_downwards_only() -> None:
+    bad = []
+    for path in (ROOT / "engine").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        here = engine_room(".".join(["mqstore"] + parts))
+        for line, name in imports(path):
+            if not name.startswith("mqstore.engine"):
+                continue
+            there = engine_room(name)
+            if ENGINE_ROOMS.index(there) > ENGINE_ROOMS.index(here):
+                bad.append(f"{path.relative_to(ROOT)}:{line} ({here}) imports {name} ({there})")
+    assert not bad, bad
+
+
+def module_imports(path: Path) -> Iterator[str]:
+    """The modules ``path`` imports when it is imported: its top-level imports, not those in
+    functions nor under ``if TYPE_CHECKING:`` (type hints only); ``from .pkg import mod`` names
+    the module ``pkg.mod`` when there is one."""
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    package = ["mqstore"] + parts[:-1]
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = ".".join(package[:len(package) - (node.level - 1)] +
+                            ([node.module] if node.module else []))
+            folder = ROOT.joinpath(*base.split(".")[1:])
+            for alias in node.names:
+                sub = folder / f"{alias.name}.py"
+                yield f"{base}.{alias.name}" if sub.exists() else base
+
+
+def test_no_import_circles_in_the_engine() -> None:
+    """No two engine modules need each other, directly or around a circle (ARCHITECTURE.md
+    "Collaborators, not hubs")."""
+    graph = {}
+    for path in (ROOT / "engine").rglob("*.py"):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        name = ".".join(["mqstore"] + [p for p in parts if p != "__init__"])
+        graph[name] = {m for m in module_imports(path) if m.startswith("mqstore.engine")}
+    done: set = set()
+
+    def visit(node: str, stack: list) -> None:
+        if node in stack:
+            raise AssertionError("import circle: " + " -> ".join(stack[stack.index(node):]
+                                                                 + [node]))
+        if node in done:
+            return
+        for nxt in sorted(graph.get(node, ())):
+            visit(nxt, stack + [node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+
+
+def test_every_relative_import_names_a_module_that_exists() -> None:
+    """Imports inside functions (loaded only when a command runs) resolve too: ``from .x import
+    y`` names a module ``x`` (or a package) where the importing module sits."""
+    bad = []
+    for layer in LAYERS:
+        for path in (ROOT / layer).rglob("*.py"):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            for node in ast.walk(ast.parse(path.read_text())):
+                if not isinstance(node, ast.ImportFrom) or not node.level:
+                    continue
+                folder = ROOT.joinpath(*parts[:len(parts) - node.level])
+                target = folder.joinpath(*(node.module or "").split(".")) if node.module \
+                    else folder
+                names = [] if node.module else [a.name for a in node.names]
+                found = target.with_suffix(".py").exists() or (target / "__init__.py").exists() \
+                    or target.with_suffix(".c").exists()  # an optional compiled module
+                if found and names:  # ``from . import x``: x a module of the package
+                    found = all((target / f"{n}.py").exists() or (target / n).is_dir()
+                                or n in (target / "__init__.py").read_text() for n in names)
+                if not found:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, bad

@@ -27,7 +27,7 @@ def _check_add(directory: str, name: str, address: str, routing_type: str,
         alternate address); MqStoreError: the store cannot be read.
     """
     from mqstore.engine.errors import AddressNotFoundError, AlreadyExistsError, RoutingTypeError
-    from mqstore.engine.names import check_name
+    from mqstore.engine.addressing.names import check_name
     from .offline import OfflineStore
 
     check_name(name, wildcards=True)  # a queue may be bound to a wildcard address (news.#)
@@ -124,7 +124,7 @@ def register_admin(main: click.Group) -> None:
         from mqstore.engine import Broker, PolicyType, QueueConfig, RoutingType
         from mqstore.engine.model import QpidLvq
 
-        from mqstore.engine.settings import check_queue_config
+        from mqstore.engine.config.settings import check_queue_config
 
         if last_value_queue and last_value_queue_no_browse:
             raise click.UsageError("give --last-value-queue or --last-value-queue-no-browse, "

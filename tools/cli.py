@@ -36,7 +36,7 @@ def main() -> None:
 def demo(directory: str, workers: int, batch: int, kill_at: float, limit: int) -> None:
     """The main job: NYC flights 2013 through the store, killed with SIGKILL midway."""
     from .commands import fail
-    from .demo import print_report, run_demo
+    from .demo.command import print_report, run_demo
 
     try:
         result = run_demo(directory, workers, batch, kill_at, limit, console)
@@ -59,7 +59,7 @@ def bench() -> None:
               help="Records for the plain loop and the replay scan.")
 def bench_journal(directory: Optional[str], seconds: float, records: int) -> None:
     """Durable append throughput and replay speed of the journal, as ratios to raw limits."""
-    from .bench_journal import ratios, run
+    from .bench.journal import ratios, run
 
     with console.status("measuring...") as status:
         figures = run(directory, seconds, records, lambda name: status.update(f"done: {name}"))
@@ -89,7 +89,7 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
 def bench_e2e(directory: Optional[str], messages: int) -> None:
     """The broker end to end (send, receive, ack; durable 1 KiB messages) beside sqlite3,
     persist-queue and RabbitMQ (a private server, when installed), in one run, as ratios."""
-    from .bench_e2e import run, targets
+    from .bench.e2e import run, targets
 
     with console.status("fdatasync probe...") as status:
         result = run(directory, messages, lambda m: status.update(m))
@@ -134,7 +134,7 @@ def bench_e2e(directory: Optional[str], messages: int) -> None:
               help="Where to put the scratch stores (default: the system temp directory).")
 def bench_memory(sizes: str, directory: Optional[str]) -> None:
     """RSS, reopen and rebuild time, and throughput with large backlogs, as ratios."""
-    from .bench_memory import run
+    from .bench.memory import run
 
     wanted = _sizes(sizes)
     with console.status("measuring...") as status:
@@ -199,7 +199,7 @@ def _ratios(r: Any, rate: str) -> str:
 def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
     """RAM with many scheduled messages, reopen time, and their drain rate as a ratio to a
     plain backlog's."""
-    from .bench_scheduled import run
+    from .bench.scheduled import run
 
     wanted = _sizes(sizes)
     with console.status("measuring...") as status:
@@ -249,7 +249,7 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
 def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
     """What a consumer selector costs per delivery on a paging queue, against a plain
     consumer, and whether it grows with the backlog (ActiveMQ massive queues)."""
-    from .bench_selectors import run
+    from .bench.selectors import run
 
     wanted = _sizes(sizes)
     if every < 1:
@@ -286,7 +286,7 @@ def bench_selectors(sizes: str, every: int, directory: Optional[str]) -> None:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None)
 def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
     """Spark scan rows/s against the plain single-process reader, in one run."""
-    from .bench_spark import run
+    from .bench.spark import run
 
     with console.status("building the journal...") as status:
         f = run(records, master, directory, lambda m: status.update(m))
@@ -333,7 +333,7 @@ def bench_spark(records: int, master: str, directory: Optional[str]) -> None:
 def bench_report(sizes: str, master: str, directory: Optional[str]) -> None:
     """spark-report's wall time and peak memory (driver Python, JVM, Python workers) at each
     journal size, in one run; the driver's memory must not grow with the journal."""
-    from .bench_report import run
+    from .bench.report import run
 
     wanted = [int(s) for s in sizes.split(",") if s.strip()]
     with console.status("building the journals...") as status:
@@ -409,9 +409,9 @@ def spark_report(directory: str, out: str, master: str) -> None:
 @click.option("--seed", default=0, show_default=True, help="Seed of the crash choices.")
 def crashtest(path: str, samples: int, seed: int) -> None:
     """Crash-test the workload in PATH: a Python file defining workload(broker, ledger),
-    check(broker, ledger) and optionally setup(broker) (tools.crashtest). Exit 1 when a
+    check(broker, ledger) and optionally setup(broker) (tools.integrations.crashtest). Exit 1 when a
     crash state breaks a promise."""
-    from .crashtest import crash_test, load_module
+    from .integrations.crashtest import crash_test, load_module
 
     module = load_module(path)
     for name in ("workload", "check"):

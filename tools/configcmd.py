@@ -1,5 +1,5 @@
 """``mqstore config check PATH`` and ``mqstore config export DIR``: broker configuration files
-(Artemis ``broker.xml`` or TOML, ``engine.config``) checked without a store, and a store's
+(Artemis ``broker.xml`` or TOML, ``engine.config.files``) checked without a store, and a store's
 addresses, queues and address settings written back as ``broker.xml``."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def register_config(main: click.Group) -> None:
     def check(path: str) -> None:
         """Read and check PATH (.toml: TOML, else broker.xml) and show what it configures
         and what it says that mqstore does not apply. Exit 1 when it cannot be applied."""
-        from mqstore.engine.config import load_config
+        from mqstore.engine.config.files import load_config
 
         try:
             cfg = load_config(path)
@@ -96,7 +96,7 @@ def _attributes(q: Any) -> str:
 
 def _queue_xml(q: Any) -> Dict[str, str]:
     """A ``QueueConfig`` as broker.xml queue attributes (``routing-type``, ``durable`` and
-    ``filter`` included, for ``engine.brokerxml.write``)."""
+    ``filter`` included, for ``engine.config.brokerxml.write``)."""
     attrs = {"name": q.name, "routing-type": q.routing_type.value,
              "durable": "true" if q.durable else "false"}
     if q.max_consumers != -1:
@@ -117,9 +117,9 @@ def _queue_xml(q: Any) -> Dict[str, str]:
 def store_as_xml(directory: str) -> Tuple[str, List[str]]:
     """The store's addresses, queues (not a retroactive address's internal ring) and address
     settings as broker.xml text, and what broker.xml cannot say (a queue's Qpid attributes)."""
-    from mqstore.engine.brokerxml import write
+    from mqstore.engine.config.brokerxml import write
     from mqstore.engine.model import QueueConfig
-    from mqstore.engine.names import RING_PREFIX
+    from mqstore.engine.addressing.names import RING_PREFIX
     from .offline import OfflineStore
 
     skipped: List[str] = []

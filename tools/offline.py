@@ -168,7 +168,7 @@ class OfflineStore:
         match pattern it comes from (``None``: the default), merged as Artemis merges
         address-settings (least to most specific match; default wildcard syntax)."""
         from mqstore.engine import AddressSettings
-        from mqstore.engine.settings import SettingsRepository
+        from mqstore.engine.config.settings import SettingsRepository
         repo = SettingsRepository()
         for match, (values, _loc) in self.image.settings.items():
             repo.set(match, AddressSettings.from_record(values))

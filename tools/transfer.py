@@ -19,7 +19,7 @@ import shutil
 from typing import Any, Callable, Dict, IO, Iterator, List, Optional, Tuple
 
 from mqstore.engine import Broker, Message, QueueConfig, RoutingType
-from mqstore.engine.settings import AddressSettings
+from mqstore.engine.config.settings import AddressSettings
 from mqstore.journal import MqStoreError
 from mqstore.recovery.moves import is_head_order
 from mqstore.recovery.schema import body_in

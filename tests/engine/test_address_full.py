@@ -429,7 +429,7 @@ def test_page_file_entries_that_do_not_read_back_are_dropped_and_uncounted(
     the queue's and the address's counts drop them once the queue has read past them (within
     one page file, and across small ones), the address stops paging when the rest is
     drained, and the page files go."""
-    from mqstore.engine import pagefile
+    from mqstore.engine.paging import pagefile
     monkeypatch.setattr(pagefile, "PAGE_SIZE", page_size)
     fs = SimulatedFileSystem()
     b = sim_broker(fs)

@@ -12,7 +12,7 @@ import pytest
 
 from mqstore.engine import (AddressNotFoundError, Broker, InvalidNameError, Message, QueueConfig,
                             RoutingType)
-from mqstore.engine.deadletter import ORIG_ADDRESS, ORIG_QUEUE
+from mqstore.engine.routing.deadletter import ORIG_ADDRESS, ORIG_QUEUE
 from mqstore.journal import JournalOptions, SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 

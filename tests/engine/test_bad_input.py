@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from mqstore.engine import Broker, Message, QueueConfig
 from mqstore.engine.errors import InvalidArgumentError
 from mqstore.engine.model import now_ms
-from mqstore.engine.settings import AddressSettings
+from mqstore.engine.config.settings import AddressSettings
 from mqstore.journal import DirectoryLockedError, JournalOptions, MqStoreError
 
 OPTS = JournalOptions(segment_size=1 << 20, max_record_size=64 * 1024)

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqstore.engine import Broker, Message, QueueConfig, ResourceLimitError, RoutingType
-from mqstore.engine.config import ConfigError, from_mapping, load_config, parse_toml, parse_xml
+from mqstore.engine.config.files import (ConfigError, from_mapping, load_config, parse_toml,
+                                         parse_xml)
 
 Check = Callable[[Broker], None]
 
@@ -582,7 +583,7 @@ def test_what_is_not_applied_is_reported_and_logged(tmp_path: Path,
 
 
 def test_open_arguments_and_the_file_must_agree(tmp_path: Path) -> None:
-    from mqstore.engine.wildcards import WildcardSyntax
+    from mqstore.engine.addressing.wildcards import WildcardSyntax
     path = tmp_path / "broker.xml"
     path.write_text("<global-max-size>100</global-max-size>")
     with pytest.raises(ConfigError, match="global_max_size"):

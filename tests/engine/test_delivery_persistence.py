@@ -15,7 +15,7 @@ import pytest
 
 from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
-from mqstore.engine.session import Delivery
+from mqstore.engine.consumer import Delivery
 from mqstore.journal import SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mqstore.engine import FilterSyntaxError, InvalidArgumentError, Message
-from mqstore.engine.filters import parse_filter
+from mqstore.engine.filters.expression import parse_filter
 
 MSG = Message(b"body!", {"color": "red", "weight": 12, "ratio": 2.5, "urgent": True,
                          "name": "it's", "under_score": "x", "dollar$": 1, "blob": b"\x00",
@@ -139,13 +139,13 @@ def test_an_accepted_filter_compiles_and_matches_with_a_shallow_stack(text: str)
     "(" * 1000 + "NOT " * 1000 + "color = 'red'" + ")" * 1000,
 ])
 def test_nesting_past_the_bound_is_refused_with_a_typed_error(text: str) -> None:
-    from mqstore.engine.filters import MAX_NESTING
+    from mqstore.engine.filters.expression import MAX_NESTING
     with pytest.raises(FilterSyntaxError, match=f"nests deeper than {MAX_NESTING} levels"):
         _with_little_stack(150, lambda: parse_filter(text))
 
 
 def test_a_text_past_the_length_bound_is_refused_and_the_message_is_short() -> None:
-    from mqstore.engine.filters import MAX_FILTER_CHARS
+    from mqstore.engine.filters.expression import MAX_FILTER_CHARS
     text = "color = '" + "x" * MAX_FILTER_CHARS + "'"
     with pytest.raises(FilterSyntaxError) as err:
         parse_filter(text)
@@ -157,7 +157,7 @@ def test_a_journaled_filter_that_no_longer_compiles_does_not_make_the_store_unop
     """A store written by a version that accepted a filter this one refuses opens: the queue
     is routed nothing new, keeps what it holds, and the open says so (report and log)."""
     from mqstore import Broker, QueueConfig, RoutingType
-    from mqstore.engine import filters
+    from mqstore.engine.filters import expression as filters
     deep = "NOT " * 10 + "color = 'red'"
     b = Broker.open(str(tmp_path))
     b.create_address("a", routing_types={RoutingType.ANYCAST})

@@ -12,7 +12,7 @@ import pytest
 
 from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import Broker, InvalidArgumentError, Message, QueueConfig
-from mqstore.engine.paging import MIN_BUDGET
+from mqstore.engine.paging.memory import MIN_BUDGET
 
 
 def ids(deliveries: List[object]) -> List[Tuple[str, int]]:

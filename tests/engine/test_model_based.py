@@ -19,7 +19,7 @@ waits in the scheduled list for that delay, grown by the multiplier per delivery
 
 Two options are drawn per example: persist-delivery-count-before-delivery (off: a crash brings
 a message handed out from a durable record back with the count of its last return), and the
-non-transacted consumers' prefetch (``engine.prefetch``). Prefetched messages are held
+non-transacted consumers' prefetch (``engine.delivery.prefetch``). Prefetched messages are held
 deliveries marked ``buffered``: in delivery, counted, and removable by a Qpid ring like any
 other; a receive hands them out first; a consumer close or a clean close puts them back with
 their counts as before; a crash ends them as it ends the deliveries handed out.
@@ -161,7 +161,7 @@ class BrokerMachine(RuleBasedStateMachine):
         record is durable (every one here but those a due step put on a head) journals
         nothing: a crash brings it back with the count of its last return.
 
-        With a prefetch (``engine.prefetch``), a receive on an empty buffer takes up to
+        With a prefetch (``engine.delivery.prefetch``), a receive on an empty buffer takes up to
         ``prefetch`` more messages ahead: each in delivery with its count up (journaled as a
         receive's would be), handed out by the next receives; a consumer close (or a clean
         close of the broker) puts them back with their counts as before, no redelivery

@@ -16,7 +16,7 @@ from typing import List
 import pytest
 
 from mqstore.engine import Broker, Message, QueueConfig
-from mqstore.engine.settings import AddressFullPolicy, AddressSettings
+from mqstore.engine.config.settings import AddressFullPolicy, AddressSettings
 
 FAST = dict(expiry_scan_ms=0)
 ROOT = str(Path(__file__).resolve().parents[2])

@@ -11,8 +11,8 @@ import pytest
 
 from mqstore.engine import (AddressNotFoundError, Broker, Message, QueueConfig, QueueNotFoundError,
                             RoutingType)
-from mqstore.engine.settings import AddressSettings
-from mqstore.engine.wildcards import WildcardSyntax
+from mqstore.engine.config.settings import AddressSettings
+from mqstore.engine.addressing.wildcards import WildcardSyntax
 from mqstore.journal import JournalOptions
 
 OPTS = JournalOptions(segment_size=64 * 1024)

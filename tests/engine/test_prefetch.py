@@ -1,5 +1,5 @@
-"""A consumer's prefetch (``create_consumer(..., prefetch=N)``, ``engine.prefetch``): a backlog
-is read with one DELIVERY write per N + 1 messages, within the window; what the application
+"""A consumer's prefetch (``create_consumer(..., prefetch=N)``, ``engine.delivery.prefetch``): a
+backlog is read with one DELIVERY write per N + 1 messages, within the window; what the application
 never received goes back at close with its delivery count as it was, in consumption order; a
 crash brings it back flagged redelivered, never loses it."""
 

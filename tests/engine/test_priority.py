@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import List
 
 from mqstore.engine import AddressSettings, Broker, Message, QueueConfig, RoutingType
-from mqstore.engine.paging import MIN_BUDGET
+from mqstore.engine.paging.memory import MIN_BUDGET
 
 
 def bodies(b: Broker, queue: str = "q") -> List[bytes]:

@@ -13,7 +13,7 @@ import pytest
 
 from mqstore.engine import (AddressSettings, Broker, Message, QueueConfig, QueueNotFoundError,
                             RoutingType)
-from mqstore.engine.paging import MIN_BUDGET
+from mqstore.engine.paging.memory import MIN_BUDGET
 from mqstore.journal import JournalOptions, MqStoreError, SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 

@@ -17,7 +17,7 @@ import pytest
 from tests.waiting import PATIENCE, receivers_waiting
 from mqstore.engine import (AddressSettings, Broker, FilterSyntaxError, Message, QueueConfig,
                             RoutingType)
-from mqstore.engine.paging import MIN_BUDGET
+from mqstore.engine.paging.memory import MIN_BUDGET
 from mqstore.journal import SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 

@@ -18,8 +18,8 @@ from hypothesis.stateful import invariant, rule
 
 from mqstore.engine import (AddressSettings, Broker, InvalidArgumentError, InvalidNameError,
                             Message, QueueConfig, RoutingType)
-from mqstore.engine.settings import AddressFullPolicy
-from mqstore.engine.wildcards import WildcardSyntax
+from mqstore.engine.config.settings import AddressFullPolicy
+from mqstore.engine.addressing.wildcards import WildcardSyntax
 from mqstore.journal import SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 from tests.engine.crashcheck import StoreMachine, model_settings

@@ -8,7 +8,7 @@ import pytest
 
 from mqstore.engine import AddressSettings, Broker
 from mqstore.engine.errors import InvalidArgumentError, MqStoreError
-from mqstore.engine.wildcards import WildcardSyntax, matches, matching
+from mqstore.engine.addressing.wildcards import WildcardSyntax, matches, matching
 
 TABLE = [
     ("#", "news.europe.sport", True),

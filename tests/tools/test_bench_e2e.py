@@ -8,10 +8,10 @@ import importlib.util
 
 from click.testing import CliRunner
 
-from mqstore.tools import bench_e2e
-from mqstore.tools.bench_e2e import E2EFigure, E2EResult, targets
-from mqstore.tools.bench_floors import FLOOR_ASYNC, FLOOR_BATCH
-from mqstore.tools.bench_rabbitmq import ConfirmWindow, missing_reason
+from mqstore.tools.bench import e2e as bench_e2e
+from mqstore.tools.bench.e2e import E2EFigure, E2EResult, targets
+from mqstore.tools.bench.floors import FLOOR_ASYNC, FLOOR_BATCH
+from mqstore.tools.bench.rabbitmq import ConfirmWindow, missing_reason
 from mqstore.tools.cli import main
 
 

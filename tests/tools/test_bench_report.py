@@ -10,7 +10,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from mqstore.tools import bench_report, proctree
+from mqstore.tools.bench import proctree, report as bench_report
 from mqstore.tools.cli import main
 
 

@@ -7,7 +7,7 @@ import dataclasses
 
 from click.testing import CliRunner
 
-from mqstore.tools import bench_spark
+from mqstore.tools.bench import spark as bench_spark
 from mqstore.tools.cli import main
 
 

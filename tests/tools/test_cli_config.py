@@ -9,7 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from mqstore.engine import AddressSettings, Broker, QueueConfig, RoutingType
-from mqstore.engine.config import load_config
+from mqstore.engine.config.files import load_config
 from tests.tools.test_cli import digest
 from mqstore.tools.cli import main
 

@@ -93,7 +93,7 @@ def test_export_import_keeps_due_times_and_order(tmp_path: Path) -> None:
 def test_bench_scheduled_measures_a_due_order_drain(tmp_path: Path) -> None:
     """``mqstore bench scheduled`` at small sizes: every message scheduled (none held in RAM),
     drained in due order after a SIGKILL and reopen; the RAM figures are there."""
-    from mqstore.tools.bench_scheduled import run as bench
+    from mqstore.tools.bench.scheduled import run as bench
 
     rows = bench([300, 700], str(tmp_path), lambda _m: None)
     for row in rows:

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from mqstore.engine import Broker
 from mqstore.journal import seeded_bugs
 from mqstore.tools.cli import main
-from mqstore.tools.crashtest import crash_test, kill9, load_module
+from mqstore.tools.integrations.crashtest import crash_test, kill9, load_module
 
 APP = Path(__file__).parent / "crashapps" / "orders.py"
 

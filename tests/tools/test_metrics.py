@@ -13,7 +13,7 @@ pytest.importorskip("prometheus_client")
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 
 from mqstore.engine import Broker, Message, QueueConfig  # noqa: E402
-from mqstore.tools.metrics import BrokerCollector, serve_metrics  # noqa: E402
+from mqstore.tools.integrations.metrics import BrokerCollector, serve_metrics  # noqa: E402
 
 
 def scrape(b: Broker) -> str:

@@ -1,4 +1,4 @@
-"""``tools.proctree``: CPU seconds of a process tree, read from /proc, count a live child's own
+"""``tools.bench.proctree``: CPU seconds of a process tree, read from /proc, count a live child's own
 work and the work of a grandchild that has ended (what a Spark Python worker does)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from mqstore.tools import proctree
+from mqstore.tools.bench import proctree
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 

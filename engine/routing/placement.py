@@ -1,0 +1,410 @@
+"""Routing and placement: where a message goes and how it joins its queues (lock held).
+
+- Routing (Artemis addressing §4.2-4.7, §4.13): anycast picks one queue of the address, round-robin;
+  multicast every queue (the body stored once, referenced from each); both routing types
+  without a prefix: one anycast queue and every multicast queue; a prefix restricts the routing
+  type; a fully qualified queue name picks that queue only.
+- Address-full policies (Artemis ring queues §4, ``engine.paging.addressfull``) decide first: drop,
+  fail,
+  wait for room, or page.
+- Placement: references join queues through the queues' policies (ring, last value); what a
+  policy removes is journaled as an ACK with its reason in the same TX record as the send, so a
+  decision and its cause are durable together or not at all. Paged references wait with their
+  queues' paged ones (``engine.queues.paged``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import msgpack
+
+from ..paging.addressfull import Admission, admit
+from .core import BrokerCore
+from ..errors import (AddressNotFoundError, InvalidArgumentError, QueueNotFoundError,
+                     RoutingTypeError)
+from ..queues.groups import group_of
+from ..model import Message, RoutingType
+from ..addressing.names import Destination
+from ..queues.paged import spill
+from ..queues.queue import MessageRef, Queue, StoredMessage, kept_body
+from ..queues.limits import make_room, plan
+from ..queues.refs import is_pending, lane_of, pending, placement_number, with_lsn
+from ..queues.scheduledbuffer import SCHED_PROPERTY, scheduled_time
+from mqstore.journal import RecordTooLargeError, Ticket
+from mqstore.journal.format import FRAME_OVERHEAD
+from mqstore.recovery import schema
+from mqstore.recovery.schema import AckReason, RecordKind
+
+log = logging.getLogger("mqstore.engine")
+
+Removal = Tuple[MessageRef, str]
+
+WRITE_PATH_BODY = 64 << 10  # bodies up to this size stay in RAM with their message once written
+
+
+def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
+          advance: bool = True) -> Tuple[Any, List[Queue]]:
+    """The address and the queues one message to ``dest`` goes to (``advance=False`` only
+    validates: the anycast round-robin cursor does not move). With ``msg``, a queue whose
+    filter does not match it is left out (Artemis: a binding's filter decides whether the
+    message enters its queue; an anycast address goes round-robin among the queues that
+    match), and ``msg.address`` becomes the address (what ``AMQAddress`` reads).
+
+    The queues of every wildcard address that matches the address count as its own (Artemis
+    addressing §4.17; Artemis's wildcard routing): a multicast one takes a copy, an anycast one
+    joins the round-robin. A fully qualified name picks its queue only.
+
+    Raises:
+        AddressNotFoundError, QueueNotFoundError, RoutingTypeError. InvalidArgumentError: the
+        address is a wildcard expression (``check_sendable``).
+    """
+    addr = broker.addresses.get(dest.address)
+    if addr is None:
+        raise AddressNotFoundError(dest.address)
+    check_sendable(broker, addr.name)
+    if msg is not None:
+        msg.address = addr.name
+    if dest.queue is not None:
+        queue = addr.queues.get(dest.queue)
+        if queue is None:
+            raise QueueNotFoundError(dest.queue, dest.address)
+        return addr, [queue] if _takes(queue, msg) else []
+    wanted = {dest.routing_type} if dest.routing_type else addr.routing_types
+    if not wanted & addr.routing_types:
+        raise RoutingTypeError(f"address {addr.name!r} does not support "
+                               f"{dest.routing_type.value if dest.routing_type else '?'}")
+    ring = addr.queues.get(addr.ring_name)  # a retroactive address's internal ring
+    queues = [q for q in addr.queues.values() if q is not ring]
+    for name in broker.wildcards.matching(addr.name):  # bound to a wildcard that matches it
+        wild = broker.addresses[name]
+        queues += [q for q in wild.queues.values() if q.name != wild.ring_name]
+    out = [q for q in queues if q.config.routing_type == RoutingType.MULTICAST
+           and RoutingType.MULTICAST in wanted and _takes(q, msg)]
+    anycast = [q for q in queues if q.config.routing_type == RoutingType.ANYCAST]
+    if RoutingType.ANYCAST in wanted and anycast:
+        chosen = _anycast_pick(addr, anycast, msg, advance)
+        if chosen is not None:
+            out.insert(0, chosen)
+    if ring is not None and _takes(ring, msg):
+        out.append(ring)  # it keeps a copy of everything sent (``engine.routing.retroactive``)
+    return addr, out
+
+
+def check_sendable(broker: BrokerCore, address: str) -> None:
+    """Refuse a send to a wildcard expression: a message goes to one address, and a wildcard
+    address only gathers what is sent to the addresses it matches (Artemis never routes to a
+    wildcard address).
+
+    Raises:
+        InvalidArgumentError: ``address`` is a wildcard expression in the broker's syntax.
+    """
+    if broker.wildcards.is_wild(address):
+        raise InvalidArgumentError("address", f"{address!r} is a wildcard expression: send to "
+                                   f"one of the addresses it matches (consumers and queues "
+                                   f"bound to it receive what is sent there)")
+
+
+def _anycast_pick(addr: Any, anycast: List[Queue], msg: Optional[Message], advance: bool
+                  ) -> Optional[Queue]:
+    """The anycast queue a message goes to: its group's queue (``engine.queues.groups``: a group's
+    messages go to one queue), else the next from the round-robin cursor on that takes it;
+    ``None`` when none does."""
+    if len(anycast) == 1:
+        return anycast[0] if _takes(anycast[0], msg) else None
+    group = None if msg is None else group_of(msg)
+    owner = addr.group_queues.get(group) if group is not None else None
+    pinned = next((q for q in anycast if q.name == owner), None) if owner else None
+    if pinned is not None and _takes(pinned, msg):
+        return pinned
+    for step in range(len(anycast)):
+        i = (addr.cursor + step) % len(anycast)
+        if _takes(anycast[i], msg):
+            if advance:
+                addr.cursor = i + 1
+                if group is not None:
+                    addr.group_queues[group] = anycast[i].name
+            return anycast[i]
+    return None
+
+
+def _takes(queue: Queue, msg: Optional[Message]) -> bool:
+    """Whether ``queue``'s filter lets ``msg`` in (always, without a filter or a message)."""
+    return queue.filter is None or msg is None or queue.filter.matches(msg)
+
+
+class Placement:
+    """Messages being placed on queues in one journal write (internal to this module).
+
+    ``add`` routes one message and puts its references on the queues (policies decide
+    removals); ``write`` journals everything in one write (MESSAGE records, or one TX record
+    when there are policy removals or ``acks``) and fixes the references' order keys.
+    """
+
+    def __init__(self, broker: BrokerCore) -> None:
+        self.broker = broker
+        self.now = broker.now_ms()
+        self.payloads: List[Dict[str, Any]] = []
+        # (message, its references (each in its lane, ``pending``), its slot or -1)
+        self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
+        self.spill: List[Tuple[StoredMessage, List[MessageRef]]] = []
+        self.removals: List[Removal] = []
+        self.touched: Dict[int, Queue] = {}
+        self.base_lsn = broker.storage.last_lsn()
+        self.scheduled = False  # a message went to a scheduled buffer
+        self.evicted: Dict[int, int] = {}  # queue id -> body bytes removed, not forgotten yet
+
+    def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
+            ) -> None:
+        """Route one message to ``queues``; ``paged``: its address pages it (the references
+        wait with the queues' paged ones, policies not applied yet). A copy on a wildcard
+        address's queue is never paged: Artemis pages a reference in its queue's address,
+        and a wildcard address holds nothing of its own (a message counts at the address it
+        was sent to); a durable one waits in the index all the same."""
+        broker = self.broker
+        at = scheduled_time(msg.scheduled_delivery_time, msg.delivery_delay,
+                            msg.properties.get(SCHED_PROPERTY), self.now)
+        # paging goes on until none is left; a scheduled message waits in the index anyway
+        paged = (paged or broker.sizes.paging(address)) and not at
+        settings = broker.settings.resolve(address)
+        expiration = msg.expiration
+        if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
+            expiration = self.now + settings.expiry_delay  # Artemis addressing §4.9.6.4
+        mid = broker.storage.next_id()
+        journaled = [q for q in queues if q.durable and (msg.durable or q.persisting)]
+        ts = msg.timestamp or self.now
+        slot = -1
+        if journaled:
+            slot = len(self.payloads)
+            self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
+                                                msg.body, msg.properties, ts, expiration,
+                                                msg.priority, paged, at))
+        body = kept_body(msg.body, journaled, queues)
+        if body is None and len(msg.body) <= WRITE_PATH_BODY and not broker.budget.over():
+            body = msg.body  # the write path's copy, charged to the budget while in RAM: a
+            # consumer gets it without reading and decoding the record back
+        stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
+                               msg.priority, body, bool(journaled), len(msg.body))
+        if queues and not journaled:
+            broker.sizes.add_transient(stored, paged)
+        refs = []
+        paged_refs = []  # journaled nowhere and paged: for the page files
+        size = len(msg.body)
+        lane = lane_of(msg.priority, paged)  # its place among its queues' (Artemis priority)
+        plain = lane_of(msg.priority)
+        for q in queues:
+            here = paged and q.config.address == address  # else a wildcard's copy
+            self.touched[q.id] = q
+            if q.limited:  # a Qpid ring makes room first (``engine.queues.limits``)
+                self._removed(make_room(q, size, self.evicted.get(q.id, 0)))
+            q.held_bytes += size
+            if at and q in journaled:  # the index holds it: nothing in RAM
+                q.scheduled.added_durable(at)
+                q.added += 1
+                self.scheduled = True
+                continue
+            ref = MessageRef(stored, q, pending(lane if here else plain),
+                             journaled=q in journaled)
+            if at:
+                q.scheduled.add(ref, at)
+                q.added += 1
+                self.scheduled = True
+            elif here:
+                q.add_paged(ref)
+                if not ref.journaled:
+                    paged_refs.append(ref)
+            else:
+                self._removed(q.add_tail(ref, self.now))
+                if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
+                        q.in_place[-1][1].journaled:  # the record says so (Qpid LVQ)
+                    self.payloads[slot].setdefault("ip", []).append(
+                        in_place_entry(q, q.in_place[-1][1]))
+            refs.append(ref)
+        self.placed.append((stored, refs, slot))
+        if paged_refs:
+            self.spill.append((stored, paged_refs))
+
+    def _removed(self, removals: List[Removal]) -> None:
+        self.removals += removals
+        for ref, _why in removals:
+            self.evicted[ref.queue.id] = self.evicted.get(ref.queue.id, 0) + ref.msg.size
+
+    def write(self, acks: Sequence[Dict[str, Any]] = (), as_tx: bool = False
+              ) -> Optional[Ticket]:
+        broker = self.broker
+        removal_acks = [schema.ack(r.queue.id, r.msg.mid, why) for r, why in self.removals
+                        if r.journaled]
+        all_acks = list(acks) + removal_acks
+        ticket = None
+        if as_tx or all_acks:
+            if self.payloads or all_acks:
+                ticket = broker.storage.write([(RecordKind.TX, schema.tx(broker.storage.next_id(),
+                                                                 self.payloads, all_acks))])
+            lsn_of = (lambda slot: (ticket.lsn, slot)) if ticket else None
+        else:
+            if self.payloads:
+                ticket = broker.storage.write([(RecordKind.MESSAGE, p) for p in self.payloads])
+            first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
+            lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
+        prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
+        for _stored, refs, slot in self.placed:
+            if slot >= 0 and lsn_of is not None:
+                prev = lsn_of(slot)
+            number = placement_number()
+            for ref in refs:  # in its lane; one not journaled sorts after the journaled one
+                ref.order = with_lsn(ref.order, prev) if ref.journaled and lsn_of else \
+                    with_lsn(ref.order, (prev[0], prev[1], number))      # before it
+        for q in self.touched.values():  # Qpid last-value replacements in place
+            for ref, old in q.in_place:
+                ref.order = old.order
+            q.in_place = []
+        for stored, refs in self.spill:  # paged and journaled nowhere: to a page file
+            spill(broker.pages, stored, refs)
+        for q in self.touched.values():
+            q.written()
+        for ref, why in self.removals:
+            forget(broker, ref, why)
+        for q in self.touched.values():
+            broker.serve(q)
+        if self.scheduled:
+            broker.wake_scheduler()
+        return ticket
+
+
+Routed = Tuple[Tuple[Any, List[Queue]], Message]  # ((address, queues), message)
+
+
+def admission(broker: BrokerCore, routed: Sequence[Routed], block: bool = True,
+              count: bool = True) -> Admission:
+    """The address-full policies applied to routed messages (``engine.paging.addressfull.admit``);
+    dropped ones are counted on their addresses (unless ``count`` is false: a look only), and
+    an address that starts dropping is logged once at WARNING on ``mqstore.engine`` (Artemis
+    AMQ222039), again only after it accepted a message. ``block`` false: a BLOCK address
+    accepts (a transaction waited for room at its sends).
+
+    Raises:
+        AddressFullError: a FAIL address is full; QueueFullError: a queue's Qpid size limit
+            refuses a message (``engine.queues.limits.plan``, which also pages what a
+            flow_to_disk queue cannot hold); nothing was changed.
+    """
+    out = admit(broker.sizes, broker.settings.resolve, broker.sizes.paging, routed,
+                lambda item: item[0][0].name, lambda item: len(item[1].body),
+                lambda item: bool(item[0][1]), block)
+    out.paged = plan(out.accepted, out.paged, broker.now_ms())  # Qpid queue limits
+    if not count:
+        return out
+    for address in out.dropped:
+        addr = broker.addresses[address]
+        if not addr.dropping:
+            addr.dropping = True
+            n, b = broker.sizes.size(address)
+            log.warning("messages sent to address %r are being dropped (DROP policy): it holds "
+                        "%d messages, %d bytes", address, n, b)
+        addr.dropped += 1
+    for (addr, queues), _msg in out.accepted:
+        if queues:
+            addr.dropping = False
+    return out
+
+
+def must_wait(broker: BrokerCore, dest: Destination, messages: Sequence[Message]) -> bool:
+    """Whether a transaction's sends to ``dest`` must wait for room (a full BLOCK address);
+    changes nothing.
+
+    Raises:
+        The routing errors; AddressFullError: a full FAIL address.
+    """
+    routed = [(route(broker, dest, msg, advance=False), msg) for msg in messages]
+    return bool(admission(broker, routed, count=False).blocked)
+
+
+# bytes a MESSAGE payload adds beyond its body, address, properties and queue ids (keys, times,
+# ids), and an ACK payload a policy may add for it (ring eviction, last-value replacement)
+MESSAGE_OVERHEAD = 128
+ACK_BOUND = 64
+
+
+def record_bound(address: str, queues: int, msg: Message) -> int:
+    """An upper bound of the bytes ``msg`` adds to the record that journals it (from the size
+    ``Message.checked`` measured, when it was taken through it)."""
+    size = msg.checked_size
+    if size is None:
+        size = len(msg.body) + len(msgpack.packb(msg.properties, use_bin_type=True))
+    return size + len(address) * 4 + 9 * queues + MESSAGE_OVERHEAD + ACK_BOUND
+
+
+def fitting_bound(address: str, queues: int, msg: Message, limit: int) -> int:
+    """``record_bound`` of ``msg``, checked against ``limit``, the journal's largest record
+    (``JournalOptions.max_frame()``) in bytes.
+
+    Raises:
+        RecordTooLargeError: the message alone cannot be journaled; nothing was changed.
+    """
+    n = record_bound(address, queues, msg)
+    if n + FRAME_OVERHEAD > limit:
+        raise RecordTooLargeError(n + FRAME_OVERHEAD, limit)
+    return n
+
+
+def chunks(broker: BrokerCore, items: List[Tuple[Routed, bool]]
+            ) -> List[List[Tuple[Routed, bool]]]:
+    limit = broker.storage.max_frame()
+    chunks: List[List[Tuple[Routed, bool]]] = [[]]
+    size = 0
+    for item in items:
+        ((addr, queues), msg), _paged = item
+        n = fitting_bound(addr.name, len(queues), msg, limit)
+        if size + n + FRAME_OVERHEAD > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(item)
+        size += n
+    return chunks
+
+
+def in_place_entry(queue: Queue, old: MessageRef) -> List[int]:
+    """What a MESSAGE payload's ``"ip"`` list says of a Qpid last-value replacement in place
+    on ``queue``: the replaced message's id, and its order key in the index when it has one
+    already (its record may be gone when the journal is replayed); one placed by the same
+    record has none yet, and replay finds it there. The index's key, not the one in RAM: a
+    message that replaced one journaled nowhere sits at that one's place in RAM, but at its
+    own record's in the index (and after a reopen).
+
+    Raises:
+        BrokerFailedError: the index entry read is damaged (``IndexReader.order_of``).
+    """
+    if is_pending(old.order) or queue.reader is None:
+        return [queue.id, old.msg.mid]
+    order = queue.reader.order_of(queue.id, old.msg.mid)
+    return [queue.id, old.msg.mid] if order is None else \
+        [queue.id, old.msg.mid, order[0], order[1]]
+
+
+def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
+    """Account for a reference a policy or the broker removed (its ACK is journaled by the
+    caller): counters, the message's reference count."""
+    queue = ref.queue
+    queue.detach(ref)
+    queue.delivering.pop(ref.msg.mid, None)
+    queue.held_bytes -= ref.msg.size
+    if why in (AckReason.EVICTED.value, AckReason.REPLACED.value):  # a ring, a last value
+        queue.replaced += 1
+    elif why in (AckReason.KILLED.value, AckReason.REJECTED.value):
+        queue.killed += 1
+    elif why == AckReason.EXPIRED.value:
+        queue.expired += 1
+    elif why in (AckReason.ACKED.value, AckReason.MOVED.value):  # (Artemis counts a move)
+        queue.acknowledged += 1
+    broker.drop_message_ref(ref)
+
+
+def body_of(broker: BrokerCore, msg: StoredMessage) -> bytes:
+    """The message body: in memory, or read from the journal (lock held).
+
+    Raises:
+        KeyError: the message is not stored any more (settled meanwhile).
+    """
+    if msg.body is not None:
+        return msg.body
+    return broker.read_body(msg.mid)
