@@ -31,6 +31,7 @@ from .errors import IndexInvalidError
 from .ledger import AddressLedger
 from .indexstore import MemoryIndex
 from .deletions import QueueDeletions
+from .holds import SegmentHolds
 from .moves import HEAD_SHIFT, ReferenceMoves, head_order, is_head_order
 from .schema import RecordKind
 
@@ -59,7 +60,7 @@ class NullSink:
         pass
 
 
-class StoreImage(ReferenceMoves, QueueDeletions):
+class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
     """The durable state of a store.
 
     Args:
@@ -102,25 +103,6 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         # references a TX record's messages replaced in place, until the record's acks of them
         self._replaced: Dict[Tuple[int, int], RefImage] = {}
         self._sink: LivenessSink = NullSink()  # where _due_gone reports (the last fold's)
-
-    # -- location accounting ------------------------------------------------------------------
-    def _hold(self, loc: Optional[Location]) -> None:
-        if loc is not None:
-            self.seglive[loc.segment] = self.seglive.get(loc.segment, 0) + 1
-
-    def _drop(self, loc: Optional[Location]) -> None:
-        if loc is not None:
-            n = self.seglive.get(loc.segment, 0) - 1
-            if n > 0:
-                self.seglive[loc.segment] = n
-            else:
-                self.seglive.pop(loc.segment, None)
-
-    def _superseded(self, loc: Optional[Location], sink: LivenessSink) -> None:
-        """A record the image held is no longer needed: not held, and dead for the journal."""
-        if loc is not None:
-            self._drop(loc)
-            sink.mark_dead([loc])
 
     # -- reading ------------------------------------------------------------------------------
     def message(self, mid: int) -> Optional[MessageImage]:
@@ -465,30 +447,6 @@ class StoreImage(ReferenceMoves, QueueDeletions):
         sink.mark_dead_after(location, tx.ack_targets)
 
     # -- queries and maintenance --------------------------------------------------------------
-    def missing_segments(self, present: Sequence[int]) -> List[int]:
-        """Segments the image holds locations in that are not in ``present``."""
-        have = set(present)
-        return sorted(seq for seq, n in self.seglive.items() if n > 0 and seq not in have)
-
-    def recount_holds(self) -> None:
-        """Recompute ``seglive`` from every location held (after compaction moved records:
-        ``recovery.relocation``); a full scan, streamed from the index in chunks."""
-        self.seglive = {}
-        for a in self.addresses.values():
-            self._hold(a.location)
-        for _values, loc in self.settings.values():
-            self._hold(loc)
-        for q in self.queues.values():
-            self._hold(q.location)
-            self._hold(q.update_location)
-        for d in self.deleted:
-            self._hold(d.location)
-        for table in (self.tables.qref, self.tables.sched):
-            for _key, r in table.items():
-                self._hold(r.delivery_location)
-        for m in self.messages():
-            self._hold(m.location)
-
     def take(self, other: "StoreImage") -> None:
         """Become ``other``, an image rebuilt from the same journal (``recovery.rebuild``),
         in place: whoever holds this object (the engine's readers) reads the rebuilt state from

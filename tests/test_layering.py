@@ -11,6 +11,8 @@ import ast
 from pathlib import Path
 from typing import Iterator, Tuple
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("journal", "recovery", "engine", "tools")
 BELOW = {"journal": set(), "recovery": {"journal"}, "engine": {"journal", "recovery"},
@@ -131,14 +133,16 @@ def module_imports(path: Path) -> Iterator[str]:
                 yield f"{base}.{alias.name}" if sub.exists() else base
 
 
-def test_no_import_circles_in_the_engine() -> None:
-    """No two engine modules need each other, directly or around a circle (ARCHITECTURE.md
-    "Collaborators, not hubs")."""
+@pytest.mark.parametrize("layer", LAYERS)
+def test_no_import_circles(layer: str) -> None:
+    """No two modules of a layer need each other, directly or around a circle (ARCHITECTURE.md
+    "Collaborators, not hubs"); imports inside functions and for type hints only are not
+    counted (they run after both modules are loaded)."""
     graph = {}
-    for path in (ROOT / "engine").rglob("*.py"):
+    for path in (ROOT / layer).rglob("*.py"):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         name = ".".join(["mqstore"] + [p for p in parts if p != "__init__"])
-        graph[name] = {m for m in module_imports(path) if m.startswith("mqstore.engine")}
+        graph[name] = {m for m in module_imports(path) if m.startswith(f"mqstore.{layer}")}
     done: set = set()
 
     def visit(node: str, stack: list) -> None:

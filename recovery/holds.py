@@ -1,0 +1,67 @@
+"""Which segments the image holds locations in (``StoreImage.seglive``), so that a check that
+every segment the image needs is present costs O(segments), and a compaction's moves can be
+counted again (``recovery.relocation``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+from mqstore.journal import Location
+from .entries import AddressImage, DeletedQueueImage, MessageImage, QueueImage
+
+
+class SegmentHolds:
+    """Location accounting (a mixin of ``StoreImage``, first among its bases: the other
+    mixins name ``_hold``, ``_drop`` and ``_superseded`` without defining them)."""
+
+    seglive: Dict[int, int]
+    addresses: Dict[int, AddressImage]
+    settings: Dict[str, Tuple[Dict[str, Any], Location]]
+    queues: Dict[int, QueueImage]
+    deleted: List[DeletedQueueImage]
+    tables: Any
+
+    def messages(self) -> Iterator[MessageImage]: ...  # StoreImage's
+
+    def _hold(self, loc: Optional[Location]) -> None:
+        if loc is not None:
+            self.seglive[loc.segment] = self.seglive.get(loc.segment, 0) + 1
+
+    def _drop(self, loc: Optional[Location]) -> None:
+        if loc is not None:
+            n = self.seglive.get(loc.segment, 0) - 1
+            if n > 0:
+                self.seglive[loc.segment] = n
+            else:
+                self.seglive.pop(loc.segment, None)
+
+    def _superseded(self, loc: Optional[Location], sink: Any) -> None:
+        """A record the image held is no longer needed: not held, and dead for the journal."""
+        if loc is not None:
+            self._drop(loc)
+            sink.mark_dead([loc])
+
+    def missing_segments(self, present: Sequence[int]) -> List[int]:
+        """Segments the image holds locations in that are not in ``present``."""
+        have = set(present)
+        return sorted(seq for seq, n in self.seglive.items() if n > 0 and seq not in have)
+
+    def recount_holds(self) -> None:
+        """Recompute ``seglive`` from every location held (after compaction moved records:
+        ``recovery.relocation``); a full scan, streamed from the index in chunks."""
+        self.seglive = {}
+        for a in self.addresses.values():
+            self._hold(a.location)
+        for _values, loc in self.settings.values():
+            self._hold(loc)
+        for q in self.queues.values():
+            self._hold(q.location)
+            self._hold(q.update_location)
+        for d in self.deleted:
+            self._hold(d.location)
+        for table in (self.tables.qref, self.tables.sched):
+            for _key, r in table.items():
+                self._hold(r.delivery_location)
+        for m in self.messages():
+            self._hold(m.location)
