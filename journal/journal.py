@@ -8,10 +8,10 @@ location (``read``) or in LSN order (``records``). Upper layers report dead reco
 and the journal deletes segments with no live record and compacts mostly-dead ones
 (``journal.compaction``). The journal never interprets payloads.
 
-Why over 500 lines: it is the facade whose state (one lock, the segment table, the LSN
-counters, the open batch) every append path and the open procedure share; the work itself is
-in ``opening``, ``manifest``, ``staging``, ``writer``, ``liveness``, ``compaction`` and
-``relocations``, and moving more out would hand those modules the private state instead.
+The facade holds the state (one lock, the segment table, the LSN counters, the open batch)
+that every append path and the open procedure share; the work itself is in ``opening``,
+``manifest``, ``staging``, ``writer``, ``liveness``, ``compaction``, ``relocations`` and, for
+reading records back, the ``reading`` mixin.
 """
 
 from __future__ import annotations
@@ -19,22 +19,20 @@ from __future__ import annotations
 import threading
 import time
 from asyncio import CancelledError, get_running_loop
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
-
-from .errors import (CorruptJournalError, DirectoryLockedError, InvalidRecordError,
-                     JournalBehindError, JournalClosedError, JournalError,
-                     JournalFailedError, JournalIOError, ReadOnlyError,
+from .errors import (DirectoryLockedError, InvalidRecordError, JournalBehindError,
+                     JournalClosedError, JournalFailedError, JournalIOError, ReadOnlyError,
                      RecordTooLargeError)
 from .codec import check_kind, pack, parent_of
-from .format import FRAME_OVERHEAD, SEGMENT_HEADER_SIZE, check_frame, encode_frame
+from .format import FRAME_OVERHEAD, encode_frame
 from .fs import FileSystem, OsFileSystem
 from .options import JournalOptions, JournalStatistics
 from .liveness import Liveness
 from .manifest import SegmentManifest, reconcile
 from .opening import (OpenReport, SkippedRange, elapsed_since, list_segment_paths,
                       load_segments, log, log_open)
-from .records import FrameRun, Record, iter_segment_runs
+from .reading import JournalReading
 from .segment import Location, SegmentInfo, SegmentSummary, join, segment_name
 from .staging import AsyncStager, account_run, place_records
 from . import relocations
@@ -46,7 +44,7 @@ LOCK_FILE = "journal.lock"
 SEQUENCE_STRIDE = 1 << 20  # fresh segments; compaction outputs take numbers in between
 
 
-class Journal:
+class Journal(JournalReading):
     """An open journal directory. Use ``Journal.open``; thread-safe; close with ``close()``."""
 
     def __init__(self, fs: FileSystem, directory: str, options: JournalOptions) -> None:
@@ -377,62 +375,6 @@ class Journal:
         if self._writer is not None and self._options.sync_policy != "sync":
             self._writer.sync_current()
 
-    # -- reading -----------------------------------------------------------------------------
-    def read(self, location: Location) -> Record:
-        """Read the record at ``location`` (as returned by a completed ticket or iteration).
-
-        Raises:
-            JournalError: no segment with that sequence exists (reclaimed, or a stale location).
-            CorruptJournalError: the bytes there are not a valid frame (names file and offset).
-        """
-        info = self._segments.get(location.segment)
-        if info is None or info.handle < 0:
-            raise JournalError(f"no segment {location.segment} in {self._dir}")
-        try:
-            data = self._fs.pread(info.handle, location.length, location.offset)
-        except OSError as exc:
-            raise JournalIOError(info.path, "read", exc) from exc
-        reason = check_frame(data, 0, info.generation, self._options.max_frame())
-        if reason is None and len(data) != location.length:
-            reason = "length does not match the location"
-        if reason is not None:
-            raise CorruptJournalError(info.path, location.offset, reason)
-        return Record.from_frame(data, location)
-
-    def records(self, from_lsn: int = 0, from_location: Optional[Location] = None
-                ) -> Iterator[Record]:
-        """Yield every record with LSN >= ``from_lsn`` (or from ``from_location`` on), in LSN
-        order, each CRC-checked. Records appended during iteration may or may not be seen.
-
-        Raises:
-            CorruptJournalError: a record that was valid at open no longer is.
-        """
-        for run in self.runs(from_lsn, from_location):
-            for frame in run.frames:
-                if frame.lsn >= from_lsn:
-                    yield run.record(frame)
-
-    def runs(self, from_lsn: int = 0, from_location: Optional[Location] = None
-             ) -> Iterator[FrameRun]:
-        """``records``, as the runs of frames each read returned (``FrameRun``), for readers
-        that handle many frames at once. A run may begin with frames below ``from_lsn``: the
-        reader skips them.
-
-        Raises:
-            CorruptJournalError: a record that was valid at open no longer is.
-        """
-        with self._lock:
-            infos = sorted(self._segments.values(), key=lambda s: s.sequence)
-        for info in infos:
-            if info.handle < 0 or info.last_lsn < from_lsn:
-                continue
-            if from_location is not None and info.sequence < from_location.segment:
-                continue
-            start = SEGMENT_HEADER_SIZE
-            if from_location is not None and info.sequence == from_location.segment:
-                start = from_location.offset
-            yield from iter_segment_runs(self._fs, info, start, self._options.max_frame())
-
     # -- liveness ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:
         """Report records dead (an acked message, a deleted queue's declaration...). Segments
@@ -495,22 +437,10 @@ class Journal:
         """The LSN the next append gets."""
         return self._next_lsn
 
-    def catalogue(self) -> List[SegmentSummary]:
-        """Summaries of the sealed segments, for an index to keep and pass back as ``trusted``
-        to a later ``open`` (after checking the index itself)."""
-        with self._lock:
-            return [s.summary() for s in sorted(self._segments.values(), key=lambda s: s.sequence)
-                    if s.sealed and s.handle >= 0]
-
     @property
     def durable_lsn(self) -> int:
         """The highest LSN known durable."""
         return self._durable_lsn
-
-    def segments(self) -> List[SegmentInfo]:
-        """The segment table, in sequence order (entries are live objects; do not modify)."""
-        with self._lock:
-            return sorted(self._segments.values(), key=lambda s: s.sequence)
 
     def statistics(self) -> JournalStatistics:
         """A snapshot of the journal's counters."""
