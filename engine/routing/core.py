@@ -16,7 +16,8 @@ from .address import Address
 from ..paging.addressfull import AddressSizes, Room
 from ..model import QueueConfig, QueueInfo
 from ..paging.pagefile import PageFile
-from ..paging.memory import MemoryBudget
+from ..paging.memory import IndexReader, MemoryBudget, MessageCache
+from ..queues.deleted import DeletedQueues
 from ..queues.queue import MessageRef, Queue
 from ..config.settings import SettingsRepository
 from ..storage.manager import StorageManager
@@ -39,6 +40,10 @@ class BrokerCore(Protocol):
             (``engine.storage.manager.StorageManager``).
         persist_delivery_count: journal a DELIVERY record before every hand-out (Artemis's
             persist-delivery-count-before-delivery; ``engine.delivery.settle.deliver_many``).
+        cache: the messages in RAM. reader: reads durable queues' references from the index.
+        last_node: last-node mode (``engine.routing.lastnode.LastNode``). deleted: the
+            deleted queues listed (``engine.queues.deleted``). recovery_report: what the
+            open found (warnings are added to it).
     """
 
     lock: threading.RLock
@@ -57,6 +62,11 @@ class BrokerCore(Protocol):
     wildcards: WildcardIndex
     storage: StorageManager
     persist_delivery_count: bool
+    cache: MessageCache
+    reader: IndexReader
+    last_node: Any
+    deleted: DeletedQueues
+    recovery_report: Any
 
     def now_ms(self) -> int: ...
 
