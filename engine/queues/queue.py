@@ -361,7 +361,12 @@ class Queue(QueueBacklog):
                 removals += dropped
                 continue
             if self.horizon is not None and lane_in(ref.order) > lane_in(self.horizon):
-                self._behind_horizon(ref)  # its priority's head is not in RAM
+                # its priority's head is not in RAM: read the queue's head in first, so it goes
+                # before what came onto that head meanwhile (a scheduled message come due), as
+                # at a close; at an open, the index holds every other reference of the queue
+                self.refill()
+            if self.horizon is not None and lane_in(ref.order) > lane_in(self.horizon):
+                self._behind_horizon(ref)  # still beyond what RAM holds: its place in key order
             else:
                 ref.in_queue = True
                 self.ready.appendleft(ref)  # the head of its priority (Artemis addHead)

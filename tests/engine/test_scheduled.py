@@ -440,3 +440,35 @@ def test_redelivery_settings_are_checked() -> None:
                 {"redelivery_delay_multiplier": True}, {"max_redelivery_delay": -2}):
         with pytest.raises(InvalidArgumentError):
             AddressSettings(**bad).validated()
+
+
+@pytest.mark.parametrize("index_lost", [False, True])
+def test_a_crash_returns_a_delivery_to_the_head_of_a_full_ring_as_a_close_does(
+        index_lost: bool) -> None:
+    """Seed 000 §2 and §3: a scheduled message comes due onto the head of a ring queue of size 1
+    while the only other message is in delivery (in an open transaction); a close cancels that
+    one back to the head, and the ring, preferring its tail, deletes it. A crash must end the
+    delivery the same way: before, the reopened queue put it back at its place in key order,
+    behind the message that came due, and the ring deleted that one instead."""
+    fs, index = SimulatedFileSystem(), MemoryIndex()
+    now = [1_700_000_000_000]
+
+    def opened(ix: MemoryIndex) -> Broker:
+        return Broker.open("/s", fs=fs, index=ix, clock=lambda: now[0], expiry_scan_ms=0)
+
+    b = opened(index)
+    b.create_address("r")
+    b.create_queue(QueueConfig("ring", "r", ring_size=1))
+    s = b.session()
+    s.send("r", Message(b"scheduled", scheduled_delivery_time=now[0] + 1000))
+    s.send("r", Message(b"sent"))
+    t = b.session(transacted=True)
+    assert t.create_consumer("ring").receive(1).message.body == b"sent"
+    now[0] += 1000
+    b.deliver_scheduled()
+    assert [m.message.body for m in s.create_browser("ring")] == [b"scheduled"]
+    crashed = fs.crash(keep=fs.unsynced_count())  # the process dies: what was written stays
+    b._opened.release()  # type: ignore[union-attr]
+    fs = crashed
+    with opened(MemoryIndex() if index_lost else index) as b2:
+        assert [m.message.body for m in b2.session().create_browser("ring")] == [b"scheduled"]
