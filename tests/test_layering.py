@@ -181,3 +181,25 @@ def test_every_relative_import_names_a_module_that_exists() -> None:
                 if not found:
                     bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not bad, bad
+
+
+# tools' packages, lowest first: each imports only the ones before it (and the CLI's modules at
+# tools' top, which the commands and these packages share)
+TOOLS_ROOMS = ("integrations", "spark", "bench", "demo")
+
+
+def test_tools_packages_import_downwards_only() -> None:
+    folders = {p.name for p in (ROOT / "tools").iterdir()
+               if p.is_dir() and (p / "__init__.py").exists()}
+    assert folders == set(TOOLS_ROOMS), folders
+    bad = []
+    for here in TOOLS_ROOMS:
+        for path in (ROOT / "tools" / here).rglob("*.py"):
+            for line, name in imports(path):
+                words = name.split(".")
+                if words[:2] != ["mqstore", "tools"] or len(words) < 3:
+                    continue
+                there = words[2]
+                if there in TOOLS_ROOMS and TOOLS_ROOMS.index(there) > TOOLS_ROOMS.index(here):
+                    bad.append(f"{path.relative_to(ROOT)}:{line} ({here}) imports {name}")
+    assert not bad, bad
