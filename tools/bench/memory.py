@@ -209,6 +209,13 @@ def _child_json(module: str, kind: str, *args: Any) -> Dict[str, Any]:
     return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
+def child_main(children: Dict[str, Callable[..., Any]]) -> None:
+    """A bench child's entry point (``_child_json``'s other side): ``python -m module kind
+    args...`` runs ``children[kind](args[0], *ints)`` and prints its result as one JSON line."""
+    result = children[sys.argv[1]](sys.argv[2], *[int(a) for a in sys.argv[3:]])
+    print(json.dumps(result), flush=True)
+
+
 def _child(kind: str, *args: Any) -> Dict[str, Any]:
     return _child_json("mqstore.tools.bench.memory", kind, *args)
 
@@ -253,5 +260,4 @@ def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], No
 
 
 if __name__ == "__main__":
-    result = CHILDREN[sys.argv[1]](sys.argv[2], *[int(a) for a in sys.argv[3:]])
-    print(json.dumps(result), flush=True)
+    child_main(CHILDREN)

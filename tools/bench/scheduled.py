@@ -31,12 +31,11 @@ import math
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .memory import _child_json, peak_mb, rss_mb, rss_split_mb
+from .memory import _child_json, child_main, peak_mb, rss_mb, rss_split_mb
 
 T0 = 1_700_000_000_000  # the injected clock's start, ms since the epoch
 DAY = 86_400_000
@@ -147,5 +146,4 @@ def run(sizes: List[int], directory: Optional[str], progress: Callable[[str], No
 
 
 if __name__ == "__main__":
-    result = CHILDREN[sys.argv[1]](sys.argv[2], *[int(a) for a in sys.argv[3:]])
-    print(json.dumps(result), flush=True)
+    child_main(CHILDREN)
