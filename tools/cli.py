@@ -239,6 +239,38 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
                   f"{max(r['fill']['references'] for r in rows)} (target 0)")
 
 
+@bench.command("calls")
+@click.option("--messages", default=20_000, show_default=True,
+              help="Messages counted per setting (batches of 100).")
+@click.option("--top", default=12, show_default=True,
+              help="How many of the most-called functions to list.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
+              help="Where to put the scratch store (default: tmpfs when there is one).")
+def bench_calls(messages: int, top: int, directory: Optional[str]) -> None:
+    """Python function calls per message on the batch path (send_many 100, receive_many,
+    ack_many; 1 KiB durable), and CPU per message, for both settings of
+    persist-delivery-count-before-delivery; target <= 80 calls (issue 38)."""
+    from .bench.calls import run
+
+    if messages < 100:
+        raise click.BadParameter("--messages is a whole number >= 100")
+    with console.status("measuring...") as status:
+        figures = run(messages, directory, top, lambda m: status.update(m))
+    for f in figures:
+        t = Table(title=f"persist_delivery_count_before_delivery={f.persist}: the functions "
+                        f"called most")
+        t.add_column("calls/msg", justify="right", no_wrap=True)
+        t.add_column("function")
+        for calls, name in f.top:
+            t.add_row(f"{calls:.1f}", name)
+        console.print(t)
+    for f in figures:  # one line each, never wrapped: what a script greps
+        console.print(f"persist_delivery_count_before_delivery={f.persist}: "
+                      f"{f.calls_per_message:.0f} calls per message (target <= 80), "
+                      f"{f.cpu_us:.1f} µs CPU per message without the profiler, "
+                      f"{f.messages:,} messages", soft_wrap=True)
+
+
 @bench.command("selectors")
 @click.option("--sizes", default="10000,100000", show_default=True,
               help="Backlog sizes (messages), comma-separated.")
