@@ -335,7 +335,8 @@ class Session:
                 object.__setattr__(d, "state", "settled")
                 self._forget(d)
             queues = {id(d._ref.queue): d._ref.queue for d in deliveries}
-            ticket = ops.settle(broker, [(d._ref, AckReason.ACKED.value) for d in deliveries])
+            acked = AckReason.ACKED.value
+            ticket = ops.settle(broker, [(d._ref, acked) for d in deliveries])
             for queue in queues.values():
                 ops.serve_waiters(broker, queue)
                 autocreate.maybe_delete(broker, queue)
