@@ -5,7 +5,7 @@ runtime state (addresses, queues, messages) and its storage (``broker.storage``,
 ``engine.storage.manager.StorageManager``: writes, waits, ids, the fail-stop state and the index
 rebuilt while running). All state changes happen under one lock, in the order their records get
 LSNs; waiting for durability happens outside it (the write path of ARCHITECTURE.md). Opening
-and closing are ``engine.lifecycle``'s; the management API (addresses, queues, settings,
+is ``engine.lifecycle``'s; the management API (addresses, queues, settings,
 scheduled messages) is the ``engine.management`` mixin over ``engine.routing.declare``; routing
 and placement live in ``engine.routing``, delivery and settlement in ``engine.delivery`` (typed
 against ``engine.routing.core.BrokerCore``, so none imports this module); sessions in
@@ -22,8 +22,11 @@ from .addressing.wildcards import DEFAULT_SYNTAX, WildcardIndex, WildcardSyntax
 from .config.settings import UNLIMITED, AddressSettings, SettingsRepository
 from .connection import Connection
 from .delivery.settle import serve_waiters
-from .errors import AddressNotFoundError, QueueNotFoundError
-from .lifecycle import close_broker, open_broker
+from .config.files import deploy
+from .delivery.restart import end_open_deliveries
+from .errors import (AddressNotFoundError, BrokerFailedError, IllegalStateError,
+                     QueueNotFoundError)
+from .lifecycle import open_broker
 from .management import BrokerManagement
 from .model import AddressInfo, BrokerStatistics, QueueConfig, QueueInfo, now_ms
 from .paging.addressfull import AddressSizes, Room
@@ -42,7 +45,7 @@ from .storage.manager import StorageManager
 from .storage.opening import OpenedStorage
 from .storage.persistence import Persistence
 from .values import check_bool, check_text
-from mqstore.journal import FileSystem, JournalOptions
+from mqstore.journal import FileSystem, JournalError, JournalOptions
 from mqstore.recovery import IndexStore, Progress, RecoveryReport, relocate
 
 
@@ -57,7 +60,8 @@ class Broker(BrokerManagement):
                  clock: Optional[Callable[[], int]] = None,
                  memory_budget: int = DEFAULT_BUDGET,
                  global_max_size: int = UNLIMITED,
-                 pages: Optional[PageFile] = None) -> None:
+                 pages: Optional[PageFile] = None,
+                 opened: Optional[OpenedStorage] = None) -> None:
         self._p = persistence
         self.budget = MemoryBudget(memory_budget)
         self.sizes = AddressSizes(persistence.image, global_max_size)
@@ -74,7 +78,7 @@ class Broker(BrokerManagement):
             pages.gone = transient.paged_copies_gone
         persistence.image.released = transient.image_released
         self.storage = StorageManager(persistence, self.room)  # writes, waits, ids, fail-stop
-        self.reader = IndexReader(persistence.image, self.cache, self.storage.index_damaged)
+        self.reader = IndexReader(persistence.image, self.cache, self.storage.guard)
         self.settings = SettingsRepository(syntax)
         self.wildcards = WildcardIndex(syntax)  # wildcard addresses (consumers on news.#)
         self._clock = clock or now_ms
@@ -89,7 +93,7 @@ class Broker(BrokerManagement):
         self._stop_reaper = threading.Event()
         self.scheduler = Scheduler(self)
         self.last_node = LastNode()
-        self._opened: Optional[OpenedStorage] = None  # the store lock and files
+        self._opened = opened  # the store lock and files (``None``: the caller holds them)
         self.deliveries = 0  # numbers deliveries in consumption order (MessageRef.taken)
         self.deleted = DeletedQueues(persistence.image.deleted)
         for match, (values, _loc) in persistence.image.settings.items():
@@ -177,14 +181,35 @@ class Broker(BrokerManagement):
             JournalIOError: an OS error.
             After any error nothing is held: the directory can be opened again at once.
         """
-        return open_broker(cls, directory, fs=fs, journal_options=journal_options, index=index,
-                           checkpoint_records=checkpoint_records, address_settings=address_settings,
-                           wildcard_syntax=wildcard_syntax, clock=clock,
-                           expiry_scan_ms=expiry_scan_ms, verify_journal=verify_journal,
-                           rebuild_index=rebuild_index, memory_budget=memory_budget,
-                           global_max_size=global_max_size, progress=progress, config=config,
-                           persist_delivery_count_before_delivery=(
-                               persist_delivery_count_before_delivery))
+        broker, cfg = open_broker(
+            cls, directory, fs=fs, journal_options=journal_options, index=index,
+            checkpoint_records=checkpoint_records, address_settings=address_settings,
+            wildcard_syntax=wildcard_syntax, clock=clock, expiry_scan_ms=expiry_scan_ms,
+            verify_journal=verify_journal, rebuild_index=rebuild_index,
+            memory_budget=memory_budget, global_max_size=global_max_size, progress=progress,
+            config=config,
+            persist_delivery_count_before_delivery=persist_delivery_count_before_delivery)
+        if expiry_scan_ms > 0:
+            broker._start_reaper(expiry_scan_ms / 1000.0)
+        broker.scheduler.start()
+        if cfg is not None:
+            try:
+                deploy(broker, cfg)
+            except BaseException:
+                broker.close()
+                raise
+        return broker
+
+    def _start_reaper(self, period_s: float) -> None:
+        """The expiry thread: ``expire_messages`` every ``period_s`` seconds until close."""
+        def run() -> None:
+            while not self._stop_reaper.wait(period_s):
+                try:
+                    self.expire_messages()
+                except (BrokerFailedError, IllegalStateError):
+                    return
+        self._reaper = threading.Thread(target=run, name="mqstore-expiry", daemon=True)
+        self._reaper.start()
 
     def new_queue(self, qid: int, config: QueueConfig) -> Queue:
         """A runtime queue sharing this broker's RAM budget (not attached yet)."""
@@ -193,7 +218,46 @@ class Broker(BrokerManagement):
     def close(self) -> None:
         """Close every session (cancelling unacked deliveries), write a checkpoint, close the
         journal and the index. Safe to call twice."""
-        close_broker(self)
+        storage = self.storage
+        if storage.closed:
+            return
+        with self.lock:
+            consumers = {q.name: len(q.consumers) for q in self.queues.values() if q.durable}
+            self.closing = True  # closing its consumers deletes no auto-delete queue
+        end_open_deliveries(self)
+        for s in list(self.sessions):
+            assert isinstance(s, Session)
+            try:
+                s.close()
+            except BrokerFailedError:
+                pass
+        with self.lock:
+            storage.closed = True
+            self._stop_reaper.set()
+            self.scheduler.wake()
+            self.room.notify()  # senders waiting for room: they find the broker closed
+            try:
+                if storage.failure is None:
+                    self._p.checkpoint_quietly({"consumers": consumers,
+                                                "counters": self._counters()})
+            except JournalError:
+                pass  # the journal failed: nothing more to save; recovery runs at open
+            finally:
+                if self.pages is not None:
+                    self.pages.close()
+                if self._opened is not None:
+                    self._opened.release()
+                else:
+                    self._p.journal.close()
+                    self._p.index.close()
+
+    def _counters(self) -> Dict[str, Dict[str, int]]:
+        """What each durable queue counted during this run (``QueueInfo``'s messages_added
+        ... counters, Artemis's queue counters), kept in the index at close for the offline
+        listing (``mqstore queues``)."""
+        return {q.name: {"added": q.added, "acked": q.acknowledged, "killed": q.killed,
+                         "expired": q.expired, "replaced": q.replaced}
+                for q in self.queues.values() if q.durable}
 
     def __enter__(self) -> "Broker":
         return self

@@ -10,7 +10,7 @@ which keeps what was received (``engine.session``).
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Tuple
 
 from .routing import autocreate
 from .delivery import settle as ops
@@ -22,11 +22,27 @@ from .delivery.prefetch import Prefetch
 from .queues.queue import MessageRef, Queue
 from .queues.selection import Selection
 from .values import TIME_MAX, check_int, check_timeout
+from .routing.core import BrokerCore
 from mqstore.journal import Ticket
 from mqstore.recovery.schema import AckReason
 
-if TYPE_CHECKING:  # the session that owns a consumer (no import at run time)
-    from .session import Session
+
+class Owner(Protocol):
+    """What a consumer and its deliveries need of the session that owns them
+    (``engine.session.Session``): its broker, whether it is closed, the deliveries it
+    received and not settled (by ``id``), and its settle steps. Typed here so that neither
+    module imports the other."""
+
+    broker: BrokerCore
+    closed: bool
+    block_on_acknowledge: bool
+    received: Dict[int, "Delivery"]
+
+    def _settle(self, d: "Delivery", reason: str) -> None: ...
+
+    def _settle_begin(self, d: "Delivery", reason: str) -> Optional[Ticket]: ...
+
+    def _release_begin(self, d: "Delivery") -> Optional[Ticket]: ...
 
 DEFAULT_WINDOW = 1000
 
@@ -39,7 +55,7 @@ class Delivery(ReceivedMessage):
     """
 
     def __init__(self, message: Message, delivery_count: int, queue: str, ref: MessageRef,
-                 session: "Session", consumer: Optional["Consumer"] = None) -> None:
+                 session: Owner, consumer: Optional["Consumer"] = None) -> None:
         object.__setattr__(self, "message", message)
         object.__setattr__(self, "delivery_count", delivery_count)
         object.__setattr__(self, "queue", queue)
@@ -101,7 +117,7 @@ class Consumer:
     """Receives from one queue (name or FQQN ``address::queue``). Create with
     ``Session.create_consumer``."""
 
-    def __init__(self, session: "Session", queue: Queue, window: int,
+    def __init__(self, session: Owner, queue: Queue, window: int,
                  selector: Optional[Filter] = None, prefetch: int = 0) -> None:
         self.session = session
         self.queue = queue

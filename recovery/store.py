@@ -220,10 +220,10 @@ def _fold(journal: Journal, index: IndexStore, cp: Optional[Checkpoint], why: st
                 if problem is None:
                     live.horizon = cp.lsn
                     return image, "used", replayed
-                live.reset()
             why = problem
         if read_only:  # nothing written: the rebuild stays in memory
             from .indexstore import MemoryIndex
+            live.reset()  # (``rebuild`` does this for a writable open)
             image = StoreImage(MemoryIndex())
             replayed = replay(journal, image, 0, sink, None, ticker(0))
         else:

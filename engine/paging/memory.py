@@ -15,7 +15,7 @@ enforced by accounting: ``statistics()`` reports them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..model import Message
 from mqstore.recovery import IndexInvalidError, StoreImage
@@ -222,9 +222,6 @@ class MessageCache:
             self.gone(msg)
 
 
-T = TypeVar("T")
-
-
 def _stored(m: Any) -> StoredMessage:
     """A message the index holds (a ``MessageImage``) as an in-memory one, its body not read."""
     return StoredMessage(m.mid, m.address, True, m.properties, m.timestamp, m.expiration,
@@ -237,32 +234,21 @@ class IndexReader:
 
     Args:
         image: the live image. cache: the messages held in RAM.
-        damaged: called as ``damaged(exc, again)`` with the ``IndexInvalidError`` when what
-            the index holds is damaged (a value's CRC, a reference to a message it does not
-            hold): it rebuilds the index from the journal (``StorageManager.index_damaged``),
-            and the read runs again on the rebuilt one; it raises ``BrokerFailedError`` when
-            it cannot, or when ``again`` (the damage met again right after a rebuild).
+        guard: runs each read (``StorageManager.guard``): a read that meets damage (a
+            value's CRC, a reference to a message the index does not hold, raised as
+            ``IndexInvalidError``) runs again once the index is rebuilt from the journal; it
+            raises ``BrokerFailedError`` when it cannot be.
 
     Attributes:
         rows_read: queue references read so far (what ``mqstore bench selectors`` counts).
     """
 
     def __init__(self, image: StoreImage, cache: MessageCache,
-                 damaged: Callable[[IndexInvalidError, bool], None]) -> None:
+                 guard: Callable[..., Any]) -> None:
         self.image = image
         self.cache = cache
-        self.damaged = damaged
+        self._guarded = guard
         self.rows_read = 0
-
-    def _again(self, read: Callable[..., T], *args: Any) -> T:
-        """``read(*args)``, run again after the index is rebuilt when it meets damage (at
-        most twice: damage met right after a rebuild makes ``damaged`` raise)."""
-        for again in (False, True):
-            try:
-                return read(*args)
-            except IndexInvalidError as exc:
-                self.damaged(exc, again)
-        raise AssertionError("unreachable: damaged raises the second time")
 
     def count(self, qid: int) -> int:
         """References the index holds for queue ``qid``."""
@@ -275,7 +261,7 @@ class IndexReader:
         msg = self.cache.get(mid)
         if msg is not None:
             return msg
-        m = self._again(self.image.message, mid)
+        m = self._guarded(self.image.message, mid)
         return None if m is None else _stored(m)
 
     def order_of(self, qid: int, mid: int) -> Optional[Tuple[int, ...]]:
@@ -283,7 +269,7 @@ class IndexReader:
         (``None``: it holds none). It differs from the one in RAM for a reference that took
         the place of one journaled nowhere (a Qpid last-value replacement in place): in the
         index it stays at its own record's place."""
-        ref = self._again(self.image.ref, qid, mid)
+        ref = self._guarded(self.image.ref, qid, mid)
         return None if ref is None else tuple(ref.order)
 
     def scheduled_count(self, qid: int) -> int:
@@ -299,7 +285,7 @@ class IndexReader:
         def read() -> List[Tuple[StoredMessage, Any]]:
             refs = self.image.scheduled_refs(qid, upto, limit, after)
             return [(self._message_of(qid, r.mid), r) for r in refs]
-        return self._again(read)
+        return self._guarded(read)
 
     def scheduled_ref(self, qid: int, mid: int) -> Optional[Tuple[StoredMessage, Any]]:
         """Message ``mid``'s reference in queue ``qid``'s scheduled buffer, or ``None``."""
@@ -308,7 +294,7 @@ class IndexReader:
             if ref is None or not ref.at:
                 return None
             return self._message_of(qid, mid), ref
-        return self._again(read)
+        return self._guarded(read)
 
     def _message_of(self, qid: int, mid: int) -> StoredMessage:
         """Message ``mid``, which a reference of queue ``qid`` points to.
@@ -336,6 +322,6 @@ class IndexReader:
         def read() -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
             refs = self.image.queue_refs(qid, after, limit)
             return [(self._message_of(qid, r.mid), r.order, r.delivery_count) for r in refs]
-        out = self._again(read)
+        out = self._guarded(read)
         self.rows_read += len(out)
         return out

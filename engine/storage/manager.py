@@ -72,18 +72,19 @@ class StorageManager:
                 storage failure; nothing was written and the broker goes on (the engine
                 writes before it changes what it holds, so nothing changed either).
         """
-        for again in (False, True):
+        again = False
+        while True:
             try:
                 return fn(*args)
             except (RecordTooLargeError, InvalidRecordError):
                 raise
             except JournalError as exc:
                 self._journal_failed(exc)
-            except IndexRebuildError as exc:
-                self._fail(exc)
+            except IndexRebuildError as exc:  # Persistence.write's own rebuild failed
+                self._rebuild_failed(exc)
             except IndexInvalidError as exc:
                 self.index_damaged(exc, again)  # rebuilt: run the step again on the new index
-        raise AssertionError("unreachable: index_damaged raises the second time")
+                again = True
 
     def repairing(self, fn: Callable[..., T], *args: Any) -> Optional[T]:
         """Run a step that changes the image to agree with records already journaled (the
@@ -150,10 +151,14 @@ class StorageManager:
         try:
             p.rebuild_index(exc.reason)
         except IndexRebuildError as failed:
-            cause = failed.cause
-            if isinstance(cause, JournalError):
-                self._journal_failed(cause)
-            self._fail(failed)
+            self._rebuild_failed(failed)
+
+    def _rebuild_failed(self, failed: IndexRebuildError) -> NoReturn:
+        """Fail-stop after a rebuild that failed: as the journal's failure when the journal
+        stopped it, else with the rebuild's error as the cause."""
+        if isinstance(failed.cause, JournalError):
+            self._journal_failed(failed.cause)
+        self._fail(failed)
 
     def write(self, records: List[tuple]) -> Ticket:
         """Journal records and fold them (broker lock held); fail-stop on storage errors.
