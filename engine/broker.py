@@ -154,8 +154,8 @@ class Broker(BrokerManagement):
                 syntax and global-max-size apply, and its addresses and queues are created
                 when the store lacks them. Read and checked before the directory is touched.
             persist_delivery_count_before_delivery: journal each delivery (its count) and wait
-                for it before a receive returns (True, the default): after a crash every
-                message a consumer may have seen comes back flagged redelivered. False (Artemis's
+                for it before a receive returns (True): after a crash every message a consumer
+                may have seen comes back flagged redelivered. False (the default, Artemis's
                 default): a delivery of a message already durable writes nothing and waits for
                 nothing; its count is journaled only when it comes back unsettled (release,
                 close, rollback), so after a crash a message handed out and not acked comes
@@ -165,7 +165,7 @@ class Broker(BrokerManagement):
                 last-value queue, and at a head position from a scheduled message coming due,
                 as with True). docs/guarantees.md gives the costs.
                 ``None``: the configuration file's ``persist-delivery-count-before-delivery``,
-                else True.
+                else False.
 
         Returns:
             The broker; ``broker.recovery_report`` says what recovery found and did.
@@ -408,16 +408,17 @@ class Broker(BrokerManagement):
             self.storage.check_open()
             return Connection(self, client_id)
 
-    def session(self, transacted: bool = False, block_on_acknowledge: bool = True) -> Session:
+    def session(self, transacted: bool = False, block_on_acknowledge: bool = False) -> Session:
         """A new session (``engine.session.Session``), a connection of its own; use it as a
         context manager.
 
         Args:
             transacted: sends and acks take effect together at ``commit()``.
-            block_on_acknowledge: ``ack()`` and ``ack_many()`` return once the ack is durable
-                (the default). ``False``: they return once the ack is journaled, and the
-                journal's writer makes it durable with its next group commit (Artemis's
-                ``blockOnAcknowledge=false``); see ``Session``.
+            block_on_acknowledge: ``True``: ``ack()`` and ``ack_many()`` return once the ack
+                is durable. ``False`` (the default, Artemis's ``blockOnAcknowledge=false``):
+                they return once the ack is journaled, and the journal's writer makes it
+                durable with its next group commit; a crash before then can only bring the
+                message back, never lose it; see ``Session``.
 
         Raises:
             InvalidArgumentError: a flag that is not a bool. IllegalStateError: closed.

@@ -33,7 +33,7 @@ class Connection:
         self.sessions: List[Any] = []
         self.closed = False
 
-    def session(self, transacted: bool = False, block_on_acknowledge: bool = True) -> Any:
+    def session(self, transacted: bool = False, block_on_acknowledge: bool = False) -> Any:
         """A new session on this connection (as ``Broker.session``).
 
         Raises:

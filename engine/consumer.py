@@ -69,8 +69,9 @@ class Delivery(ReceivedMessage):
 
     def ack(self) -> None:
         """Acknowledge: the message leaves the queue (at commit, in a transacted session).
-        Returns once the ack is durable; in a session made with
-        ``block_on_acknowledge=False``, once it is journaled (``Session``)."""
+        Returns once the ack is journaled (durable at the journal's next group commit), by
+        default; in a session made with ``block_on_acknowledge=True``, once it is durable
+        (``Session``)."""
         s = self._session
         ticket = s._settle_begin(self, AckReason.ACKED.value)
         if s.block_on_acknowledge:

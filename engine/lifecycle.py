@@ -67,7 +67,7 @@ def open_broker(build: Callable[..., B], directory: str, *, fs: Optional[FileSys
                 cfg, address_settings, wildcard_syntax, global_max_size,
                 persist_delivery_count_before_delivery)
     elif persist_delivery_count_before_delivery is None:
-        persist_delivery_count_before_delivery = True
+        persist_delivery_count_before_delivery = False
     fs = fs or OsFileSystem()
     check_bool("persist_delivery_count_before_delivery", persist_delivery_count_before_delivery)
     check_int("checkpoint_records", checkpoint_records, 0, TIME_MAX)

@@ -38,19 +38,19 @@ from mqstore.recovery.schema import AckReason
 class Session:
     """A unit of work with the broker. Create with ``Broker.session(transacted=...)``.
 
-    Acknowledgements: with ``block_on_acknowledge`` (the default) ``Delivery.ack`` and
-    ``ack_many`` return once the ack record is durable. Without it (Artemis's
-    ``blockOnAcknowledge=false``) they return once the ack is journaled in the journal's open
-    batch; the journal's writer thread flushes that batch at once, and the ack is durable at
-    the latest when any later wait on the same broker returns (a durable send, another
-    session's blocking ack: batches become durable in journal order). A crash before then
-    can only bring the message back, with the delivery count its DELIVERY record made durable
-    before hand-out, so flagged redelivered; it is never lost. The message leaves its queue
-    at once either way. Rejects, releases and commits always wait.
+    Acknowledgements: by default (Artemis's ``blockOnAcknowledge=false``) ``Delivery.ack`` and
+    ``ack_many`` return once the ack is journaled in the journal's open batch; the journal's
+    writer thread flushes that batch at once (its next group commit), and the ack is durable
+    at the latest when any later wait on the same broker returns (a durable send, another
+    session's blocking ack: batches become durable in journal order). A crash before then can
+    only bring the message back (with the count of its last durable DELIVERY record, maybe
+    not flagged redelivered); it is never lost. With ``block_on_acknowledge=True`` they return
+    once the ack record is durable. The message leaves its queue at once either way. Rejects,
+    releases and commits always wait.
     """
 
     def __init__(self, broker: BrokerCore, transacted: bool,
-                 block_on_acknowledge: bool = True) -> None:
+                 block_on_acknowledge: bool = False) -> None:
         self.broker = broker
         self.transacted = transacted
         self.block_on_acknowledge = block_on_acknowledge
@@ -314,8 +314,8 @@ class Session:
     # -- settling -----------------------------------------------------------------------------
     def ack_many(self, deliveries: Sequence[Delivery]) -> None:
         """Acknowledge several deliveries with one journal write and one wait (in a
-        transacted session they are acked at commit; without ``block_on_acknowledge``, no
-        wait: see ``Session``).
+        transacted session they are acked at commit; no wait unless the session was made with
+        ``block_on_acknowledge=True``: see ``Session``).
 
         Raises:
             IllegalStateError: one of them is already settled; then none is acked.

@@ -349,7 +349,7 @@ def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str,
     overlaid by ``address_settings`` entries of the same match, the file's syntax,
     ``global-max-size`` and ``persist-delivery-count-before-delivery`` unless the arguments
     set others (``persist_delivery_count``: ``None`` when the caller did not say; the
-    default is True).
+    default is False, Artemis's).
 
     Raises:
         ConfigError: the arguments set a wildcard syntax, global-max-size or
@@ -373,7 +373,7 @@ def open_arguments(config: BrokerConfig, address_settings: Optional[Mapping[str,
                               "persist_delivery_count_before_delivery")
         persist_delivery_count = config.persist_delivery_count
     return settings, syntax, global_max_size, \
-        True if persist_delivery_count is None else persist_delivery_count
+        False if persist_delivery_count is None else persist_delivery_count
 
 
 def deploy(broker: Any, config: BrokerConfig) -> List[str]:
