@@ -105,6 +105,8 @@ class AsyncConsumer:
         ticket = s._settle_begin(delivery, "acked")
         if s.block_on_acknowledge:
             await s.broker.storage.wait_async(ticket)
+        else:
+            s.broker.storage.without_waiting()
 
     async def reject(self, delivery: Delivery) -> None:
         """Reject without blocking the event loop."""

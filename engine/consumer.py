@@ -76,6 +76,8 @@ class Delivery(ReceivedMessage):
         ticket = s._settle_begin(self, AckReason.ACKED.value)
         if s.block_on_acknowledge:
             s.broker.storage.wait(ticket)
+        else:
+            s.broker.storage.without_waiting()
 
     def reject(self) -> None:
         """Reject: the message leaves the queue and is not redelivered; it goes to the
@@ -283,12 +285,14 @@ class Consumer:
                 self._keep_all_for_later(refs, None)
                 raise
             out = []
+            name, session = self.queue.name, self.session
+            unacked, received = self.unacked, session.received
             for ref in refs:
-                body = body_of(broker, ref.msg)
-                d = Delivery(ref.msg.to_message(body), ref.delivery_count, self.queue.name,
-                             ref, self.session, self)
-                self.unacked[id(d)] = d
-                self.session.received[id(d)] = d
+                msg = ref.msg
+                body = msg.body if msg.body is not None else body_of(broker, msg)
+                d = Delivery(msg.to_message(body), ref.delivery_count, name, ref, session, self)
+                key = id(d)
+                unacked[key] = received[key] = d
                 out.append(d)
         return out
 

@@ -16,7 +16,7 @@ from .config.files import BrokerConfig, load_config, open_arguments
 from .config.settings import AddressSettings, SettingsRepository, check_global_max_size, \
     check_match, checked_settings
 from .addressing.wildcards import WildcardSyntax
-from .delivery.restart import end_recovered_deliveries
+from .delivery.restart import end_recovered_deliveries, replace_superseded
 from .errors import BrokerFailedError
 from .paging.memory import MIN_BUDGET
 from .paging.pagefile import PageFile
@@ -86,6 +86,7 @@ def open_broker(build: Callable[..., B], directory: str, *, fs: Optional[FileSys
                        global_max_size, pages, opened)
         broker.persist_delivery_count = persist_delivery_count_before_delivery
         end_recovered_deliveries(broker, rec.image)
+        replace_superseded(broker)
         broker.deliver_scheduled()  # times that passed while the store was closed
         for match, values in entries.items():
             if broker.settings.entries.get(match) != values:

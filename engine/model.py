@@ -121,12 +121,19 @@ class Message:
     checked_size: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.body = check_body(self.body)
-        self.properties = check_properties(self.properties, deep=False)
+        # the common case (bytes, no properties, plain fields) in tests that call nothing:
+        # every message sent and received is built here (issue 38)
+        if self.body.__class__ is not bytes:
+            self.body = check_body(self.body)
+        props = self.properties
+        if props or props.__class__ is not dict:
+            self.properties = props = check_properties(props, deep=False)
+            if self.group_id is None:
+                got = props.get(GROUP_ID)
+                self.group_id = got if isinstance(got, str) and got else None
+        else:
+            self.properties = {}
         self._check_fields()
-        if self.group_id is None:
-            got = self.properties.get(GROUP_ID)
-            self.group_id = got if isinstance(got, str) and got else None
 
     def _check_fields(self) -> None:
         p, e, t = self.priority, self.expiration, self.timestamp
@@ -142,6 +149,22 @@ class Message:
         check_int("scheduled_delivery_time", self.scheduled_delivery_time, 0, TIME_MAX)
         check_int("delivery_delay", self.delivery_delay, 0, TIME_MAX)
 
+    @classmethod
+    def stored(cls, body: bytes, properties: Dict[str, Any], durable: bool, priority: int,
+               expiration: int, timestamp: int, message_id: int, address: str) -> "Message":
+        """A message as the store hands it out (received, browsed): built from values the
+        send checked (``checked``) without checking them again; ``properties`` becomes the
+        message's own (pass a copy)."""
+        msg = cls.__new__(cls)
+        group = properties.get(GROUP_ID) if properties else None
+        msg.__dict__ = {"body": body, "properties": properties, "durable": durable,
+                        "priority": priority, "expiration": expiration,
+                        "timestamp": timestamp, "message_id": message_id, "address": address,
+                        "scheduled_delivery_time": 0, "delivery_delay": 0,
+                        "group_id": group if group.__class__ is str and group else None,
+                        "checked_size": None}
+        return msg
+
     def checked(self) -> "Message":
         """A private, validated copy of this message, taken when it is sent: fields changed
         after construction are checked again, and changes after the send cannot reach what is
@@ -153,17 +176,22 @@ class Message:
                 msgpack's range, priority not 0-9, a time not 0..2**63-1 ms); nothing sent.
         """
         copy = Message.__new__(Message)
-        copy.__dict__.update(self.__dict__)
-        copy.body = check_body(self.body)
+        copy.__dict__ = dict(self.__dict__)
+        body = self.body
+        if body.__class__ is not bytes:
+            copy.body = body = check_body(body)
         props = self.properties
         if self.group_id is not None:
             if not isinstance(self.group_id, str) or not self.group_id:
                 raise InvalidArgumentError("group_id", f"{self.group_id!r}: a group id is a "
                                            f"non-empty str")
             props = {**props, GROUP_ID: self.group_id}
-        copy.properties, size = packed_properties(props)
+        if props or props.__class__ is not dict:
+            copy.properties, size = packed_properties(props)
+        else:
+            copy.properties, size = {}, 1  # msgpack's empty map: one byte
         copy._check_fields()
-        copy.checked_size = len(copy.body) + size
+        copy.checked_size = len(body) + size
         return copy
 
 

@@ -35,6 +35,9 @@ from .values import TIME_MAX, check_bool, check_int, check_timeout
 from mqstore.journal import Ticket
 from mqstore.recovery.schema import AckReason
 
+_ACKED = AckReason.ACKED.value  # read once: an enum member's value costs calls
+
+
 class Session:
     """A unit of work with the broker. Create with ``Broker.session(transacted=...)``.
 
@@ -324,24 +327,34 @@ class Session:
         with broker.lock:
             broker.storage.check_open()
             self._check()
-            if any(d.state != "delivered" for d in deliveries):
-                raise IllegalStateError("a delivery in the batch is already settled")
+            for d in deliveries:
+                if d.state != "delivered":
+                    raise IllegalStateError("a delivery in the batch is already settled")
             if self.transacted:
                 for d in deliveries:
                     object.__setattr__(d, "state", "acked-in-tx")
-                    object.__setattr__(d, "_reason", AckReason.ACKED.value)
+                    object.__setattr__(d, "_reason", _ACKED)
                 return
+            received = self.received
+            queues: List[Queue] = []
             for d in deliveries:
                 object.__setattr__(d, "state", "settled")
-                self._forget(d)
-            queues = {id(d._ref.queue): d._ref.queue for d in deliveries}
-            acked = AckReason.ACKED.value
-            ticket = ops.settle(broker, [(d._ref, acked) for d in deliveries])
-            for queue in queues.values():
+                key = id(d)  # _forget, inline (once per message)
+                if d._consumer is not None and key in d._consumer.unacked:
+                    del d._consumer.unacked[key]
+                if key in received:
+                    del received[key]
+                queue = d._ref.queue
+                if queue not in queues:  # (a batch's deliveries come from one queue or few)
+                    queues.append(queue)
+            ticket = ops.settle(broker, [(d._ref, _ACKED) for d in deliveries])
+            for queue in queues:
                 ops.serve_waiters(broker, queue)
                 autocreate.maybe_delete(broker, queue)
         if self.block_on_acknowledge:
             broker.storage.wait(ticket)
+        else:
+            broker.storage.without_waiting()
 
     def _settle(self, d: Delivery, reason: str) -> None:
         self.broker.storage.wait(self._settle_begin(d, reason))

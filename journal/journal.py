@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 from .errors import (DirectoryLockedError, InvalidRecordError, JournalBehindError,
                      JournalClosedError, JournalFailedError, JournalIOError, ReadOnlyError,
                      RecordTooLargeError)
-from .codec import check_kind, pack, parent_of
+from .codec import pack_records, parent_of
 from .format import FRAME_OVERHEAD, encode_frame
 from .fs import FileSystem, OsFileSystem
 from .options import JournalOptions, JournalStatistics
@@ -227,12 +227,7 @@ class Journal(JournalReading):
         Raises:
             InvalidRecordError, RecordTooLargeError: nothing is written.
         """
-        if kind.__class__ is not int or not 0 < kind < 256:  # (int subclasses: the slow check)
-            check_kind(kind)
-        data = pack(payload)
-        if len(data) + FRAME_OVERHEAD > self._max_frame:
-            raise RecordTooLargeError(len(data) + FRAME_OVERHEAD, self._max_frame)
-        return data
+        return pack_records([(kind, payload)], self._max_frame, FRAME_OVERHEAD)[0][1]
 
     def _admit(self) -> None:
         """Slow path of an append (lock held): refuse when not writable, wait for space."""
@@ -254,7 +249,8 @@ class Journal(JournalReading):
         Raises:
             the same as ``append``; if any record is invalid, none is written.
         """
-        encoded = [(kind, self._encode(kind, payload)) for kind, payload in records]
+        encoded = pack_records(records if isinstance(records, (list, tuple)) else
+                               list(records), self._max_frame, FRAME_OVERHEAD)
         if not encoded:
             raise InvalidRecordError("append_many needs at least one record")
         locations, batch = place_records(self, encoded, wake=True)
@@ -385,6 +381,16 @@ class Journal(JournalReading):
         """Report a tombstone dead once every target's segment is gone (an ack must outlive
         the record it cancels, or replay would resurrect that record)."""
         self.liveness.mark_dead_after(location, targets)
+
+    def apply_liveness(self, facts: Iterable[Tuple[Any, Optional[Sequence[Location]],
+                                                   Optional[Location], Sequence[Location]]]
+                       ) -> None:
+        """``mark_dead`` and ``mark_dead_after`` of many facts, in order, with one lock and one
+        reclaim: each fact is ``(tag, locations, tombstone, targets)``: ``locations`` (unless
+        ``None``) are dead, then, unless ``tombstone`` is ``None``,
+        ``mark_dead_after(tombstone, targets)``; ``tag`` is the caller's (ignored: the
+        engine's is the LSN of the write that caused the fact)."""
+        self.liveness.apply(facts)
 
     def relocations(self) -> List[relocations.Relocation]:
         """The moves of the compactions whose relocation files are still here (no checkpoint

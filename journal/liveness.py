@@ -87,6 +87,20 @@ class Liveness:
         if not self.deferred:
             self.reclaim()
 
+    def apply(self, facts: Iterable[Tuple[Any, Optional[Sequence[Location]],
+                                          Optional[Location], Sequence[Location]]]) -> None:
+        """See ``Journal.apply_liveness``."""
+        with self._j._lock:
+            kill, pin = self._kill, self._pin
+            for _tag, dead, tomb, targets in facts:
+                if dead is not None:
+                    for loc in dead:
+                        kill(loc)
+                if tomb is not None:
+                    pin(tomb, targets)
+        if not self.deferred:
+            self.reclaim()
+
     def _pin(self, tomb: Location, targets: Iterable[Location]) -> bool:
         """Keep ``tomb`` live while any of ``targets`` still needs it; kill it when none
         does. Returns whether it pins (lock held)."""
@@ -124,25 +138,29 @@ class Liveness:
         """Mark one record dead; free same-segment tombstones it pinned, and turn the pins of
         tombstones elsewhere into markers. ``stored``: the mark comes from the index
         (``restore_state``), so it is not written back."""
-        todo = [loc]
-        while todo:
+        segments, by_target = self._j._segments, self.by_target
+        todo: List[Location] = []
+        while True:  # (lookups by ``in``: this runs twice per message settled)
+            seq = loc.segment
+            info = segments[seq] if seq in segments else None
+            if info is not None and loc.offset not in info.dead:
+                info.dead.add(loc.offset)
+                info.dead_bytes += loc.length
+                if not stored and seq not in self.dirty_dead:
+                    self.dirty_dead.add(seq)
+                stored = False  # tombstones freed on the way are new marks
+                # the byte sums first: a bitmap's len() walks its containers, once per record
+                if info.dead_bytes >= info.total_bytes and info.count == len(info.dead):
+                    self.maybe_empty.add(seq)
+                if loc in by_target:
+                    for tomb in list(by_target[loc]):
+                        if tomb.segment == seq:
+                            todo.extend(self._release_target(tomb, loc))
+                        else:
+                            self._to_marker(tomb, loc)
+            if not todo:
+                return
             loc = todo.pop()
-            info = self._j._segments.get(loc.segment)
-            if info is None or loc.offset in info.dead:
-                continue
-            info.dead.add(loc.offset)
-            info.dead_bytes += loc.length
-            if not stored:
-                self.dirty_dead.add(loc.segment)
-            stored = False  # tombstones freed on the way are new marks
-            # the byte sums first: a bitmap's len() walks its containers, once per record
-            if info.dead_bytes >= info.total_bytes and info.count == len(info.dead):
-                self.maybe_empty.add(loc.segment)
-            for tomb in list(self.by_target.get(loc, ())):
-                if tomb.segment == loc.segment:
-                    todo.extend(self._release_target(tomb, loc))
-                else:
-                    self._to_marker(tomb, loc)
 
     def _to_marker(self, tomb: Location, target: Location) -> None:
         """``target`` (in another segment than ``tomb``) died: ``tomb`` now waits only for its

@@ -30,11 +30,12 @@ class SegmentHolds:
 
     def _drop(self, loc: Optional[Location]) -> None:
         if loc is not None:
-            n = self.seglive.get(loc.segment, 0) - 1
+            seglive, seg = self.seglive, loc.segment
+            n = seglive[seg] - 1 if seg in seglive else 0
             if n > 0:
-                self.seglive[loc.segment] = n
-            else:
-                self.seglive.pop(loc.segment, None)
+                seglive[seg] = n
+            elif seg in seglive:
+                del seglive[seg]
 
     def _superseded(self, loc: Optional[Location], sink: Any) -> None:
         """A record the image held is no longer needed: not held, and dead for the journal."""

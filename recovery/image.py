@@ -23,9 +23,9 @@ from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Prot
                     Tuple)
 
 from mqstore.journal import Location
-from .entries import (ID, LANE_SHIFT, PAIR, TRIPLE, AddressImage,
+from .entries import (ID, LANE_SHIFT, LSN_MASK, PAIR, TRIPLE, AddressImage,
                       DeletedQueueImage, ImageTables, MessageImage, Order, PageState,
-                      QueueImage, RefImage, TxImage, lane_of, order_key, ref_key,
+                      PAGED_LANE, QueueImage, RefImage, TxImage, lane_of, order_key, ref_key,
                       sched_key, tx_key)
 from .errors import IndexInvalidError
 from .ledger import AddressLedger
@@ -50,6 +50,7 @@ __all__ = ["HEAD_SHIFT", "head_order", "is_head_order", "AddressImage", "Livenes
 
 
 _MESSAGE, _TX, _DUE = int(RecordKind.MESSAGE), int(RecordKind.TX), int(RecordKind.DUE)
+_ACK = int(RecordKind.ACK)
 class NullSink:
     """A sink that ignores liveness (read-only inspection)."""
 
@@ -164,6 +165,34 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
             yield msg
 
     # -- folding ------------------------------------------------------------------------------
+    def apply_many(self, records: Sequence[Tuple[int, Mapping[str, Any]]],
+                   locations: Sequence[Location], lsn: int, sink: LivenessSink) -> None:
+        """``apply`` of each of ``records`` (kind, payload) in turn, at ``locations``, with
+        consecutive LSNs from ``lsn`` (the records of one append): MESSAGE and ACK records,
+        most of them, are folded without ``apply``'s dispatch.
+
+        Raises:
+            IndexInvalidError: as ``apply``; the records before the failing one are folded.
+        """
+        self._sink = sink
+        for (kind, payload), location in zip(records, locations):
+            if kind == _MESSAGE or kind == _ACK:
+                if lsn > self.last_lsn:
+                    self.last_lsn = lsn
+                self._folding = None
+                if kind == _MESSAGE:
+                    if not self._add_message(payload, location, lsn, -1):
+                        sink.mark_dead([location])
+                else:
+                    target = self._ack(payload, sink)
+                    if target is None:
+                        sink.mark_dead([location])
+                    else:
+                        sink.mark_dead_after(location, [target])
+            else:
+                self.apply(kind, payload, location, lsn, sink)
+            lsn += 1
+
     def apply(self, kind: int, payload: Mapping[str, Any], location: Location, lsn: int,
               sink: LivenessSink) -> None:
         """Fold one record. Unknown kinds are skipped (reported dead). Never raises on
@@ -267,31 +296,36 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
         if mid >= self.next_id:
             self.next_id = mid + 1
         known = self.queues
-        queues = [known[q] for q in p.get("q", ()) if q in known]
+        queues = [known[q] for q in p["q"] if q in known] if "q" in p else None
         if not queues:
             return False
         t = self.tables
-        get = p.get
-        address, size = get("addr", ""), len(get("body", b""))
-        props = get("props")
-        at = get("at")
-        prio, pg = int(get("prio", 4)), bool(get("pg")) and not at
-        lane = lane_of(prio, pg)
+        # the payload's fields looked up by ``in``, not ``get`` (a call each): the keys
+        # ``schema.message`` writes always, then those it writes when set
+        address = p["addr"] if "addr" in p else ""
+        size = len(p["body"]) if "body" in p else 0
+        props = p["props"] if "props" in p else None
+        at = p["at"] if "at" in p else 0
+        prio = int(p["prio"]) if "prio" in p else 4
+        pg = "pg" in p and bool(p["pg"]) and not at
+        lane = PAGED_LANE if pg else 9 - prio if 0 <= prio <= 9 else lane_of(prio)
         t.msg.put(ID.pack(mid), MessageImage(mid, address, location, slot,
-                                             dict(props) if props else {}, int(get("ts", 0)),
-                                             int(get("exp", 0)), prio, size, len(queues), lsn,
-                                             lane), fresh=True)
+                                             dict(props) if props else {},
+                                             int(p["ts"]) if "ts" in p else 0,
+                                             int(p["exp"]) if "exp" in p else 0, prio, size,
+                                             len(queues), lsn, lane), fresh=True)
         order = (lane << LANE_SHIFT | lsn, slot if slot > 0 else 0)
         paged = self.ledger.added(address, order, size, pg)
-        seglive = self.seglive
-        seglive[location.segment] = seglive.get(location.segment, 0) + 1  # _hold
+        seglive, seg = self.seglive, location.segment
+        seglive[seg] = seglive[seg] + 1 if seg in seglive else 1  # _hold
         if at:  # into the queues' scheduled buffers (Artemis ring queues §3)
             at = int(at)
             for queue in queues:
                 self._schedule(queue, RefImage(mid, order, at=at), mid)
             return True
         put, counted = t.qref.put, self.counted
-        ip = get("ip")  # Qpid last-value replacements in place: [[queue id, message id]...]
+        # Qpid last-value replacements in place: [[queue id, message id]...]
+        ip = p["ip"] if "ip" in p else None
         for queue in queues:
             if ip and self._replacing(queue, mid, ip):
                 continue
@@ -301,39 +335,56 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
             put(TRIPLE.pack(queue.id, order[0], order[1]), RefImage(mid, order), True)
             queue.count += 1
             queue.paged += paged
-            counted.add(queue.id)
+            if queue.id not in counted:  # (a test, not a call, for most messages)
+                counted.add(queue.id)
         return True
 
     def _ack(self, p: Mapping[str, Any], sink: LivenessSink) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),
         or ``None`` when there was nothing to remove."""
+        # the second most frequent fold (every message settled): kept to plain steps
         qid, mid = int(p["q"]), int(p["m"])
-        queue = self.queues.get(qid)
-        msg = self.message(mid) if queue is not None else None
-        if self._replaced and msg is not None and queue is not None:
+        if qid not in self.queues:
+            return None
+        queue = self.queues[qid]
+        key = ID.pack(mid)
+        msg = self.tables.msg.get(key)  # self.message, inline
+        if msg is None:
+            return None
+        if self._replaced:
             gone = self._replaced.pop((qid, mid), None)
             if gone is not None:  # replaced in place by the record's message: placed no more
                 self._remove_ref(queue, gone, msg, sink, placed=False)
-                self._release_msg(msg, sink)
+                self._release_msg(msg, sink, key)
                 return msg.location
-        ref = self.ref(qid, mid, msg) if msg is not None else None
-        if ref is None or queue is None or msg is None:
-            return None
+        slot = msg.slot
+        ref = self.tables.qref.get(TRIPLE.pack(qid, msg.lane << LANE_SHIFT | msg.lsn,
+                                               slot if slot > 0 else 0))  # at msg.order
+        if ref is None:
+            ref = self.ref(qid, mid, msg)  # moved (scheduled, or onto the head)
+            if ref is None:
+                return None
         if ref.mid != mid:
             raise IndexInvalidError(f"queue {qid} holds message {ref.mid} where message {mid} "
                                     f"belongs")
-        self._remove_ref(queue, ref, msg, sink)
-        self._release_msg(msg, sink)
+        self._unplace(queue, ref, msg)  # _remove_ref, inline
+        if ref.in_delivery:
+            self.tables.busy.delete(ref_key(qid, mid))
+        if ref.delivery_location is not None:
+            self._superseded(ref.delivery_location, sink)
+        if qid not in self.counted:
+            self.counted.add(qid)
+        self._release_msg(msg, sink, key)
         return msg.location
 
     def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
                     sink: LivenessSink, placed: bool = True) -> None:
-        t = self.tables
         if placed:
             self._unplace(queue, ref, msg)
         if ref.in_delivery:
-            t.busy.delete(ref_key(queue.id, ref.mid))
-        self._superseded(ref.delivery_location, sink)
+            self.tables.busy.delete(ref_key(queue.id, ref.mid))
+        if ref.delivery_location is not None:
+            self._superseded(ref.delivery_location, sink)
         self.counted.add(queue.id)
 
     def _unplace(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage]) -> None:
@@ -341,16 +392,20 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
         out of the queue's counts."""
         t = self.tables
         apart = msg is not None and queue.address != msg.address  # a wildcard's copy
+        order = ref.order
         if ref.at:
-            t.sched.delete(sched_key(queue.id, ref.at, ref.order))
+            t.sched.delete(sched_key(queue.id, ref.at, order))
             queue.scheduled -= 1
         else:
-            if msg is not None and not apart and self.ledger.is_paged(msg):
+            if msg is not None and not apart and self.ledger.pages and \
+                    self.ledger.is_paged(msg):
                 queue.paged -= 1
-            t.qref.delete(order_key(queue.id, ref.order))
+            t.qref.delete(TRIPLE.pack(queue.id, order[0], order[1]))  # order_key
             queue.count -= 1
-        head = is_head_order(ref.order)
-        if ref.at or head or (msg is not None and ref.order != msg.order):
+        head = order[0] & LSN_MASK == 0  # is_head_order
+        if ref.at or head or (msg is not None and (order[0] != msg.lane << LANE_SHIFT | msg.lsn
+                                                   or order[1] != (msg.slot if msg.slot > 0
+                                                                   else 0))):
             key = ref_key(queue.id, ref.mid)
             where = t.moved.get(key) if head else None
             t.moved.delete(key)
@@ -361,9 +416,12 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
             if t.moved.get(key) is not None:
                 t.moved.delete(key)
 
-    def _release_msg(self, msg: MessageImage, sink: LivenessSink) -> None:
+    def _release_msg(self, msg: MessageImage, sink: LivenessSink,
+                     key: Optional[bytes] = None) -> None:
+        """One reference of ``msg`` less (``key``: its ``msg`` key, when the caller has it)."""
         msg.refcount -= 1
-        key = ID.pack(msg.mid)
+        if key is None:
+            key = ID.pack(msg.mid)
         if msg.refcount > 0:
             self.tables.msg.put(key, msg)
             return

@@ -46,17 +46,19 @@ class AddressLedger:
     def added(self, address: str, order: Order, size: int, journaled_paged: bool) -> bool:
         """A message of ``size`` body bytes was routed to ``address``; ``journaled_paged``
         when its record says it was paged (that starts paging). Returns whether it is paged."""
-        state = self.pages.get(address)
+        pages = self.pages  # (lookups by ``in``: this runs once per message)
+        state = pages[address] if pages and address in pages else None
         if state is None and journaled_paged:
-            state = self.pages[address] = PageState(order)
+            state = pages[address] = PageState(order)
         if state is not None and order >= state.start:
             state.messages += 1
             state.size += size
             return True
-        got = self.sizes.get(address)  # _resize(address, 1, size), inline: once per message
-        if got is None:
-            self.sizes[address] = [1, size]
+        sizes = self.sizes  # _resize(address, 1, size), inline
+        if address not in sizes:
+            sizes[address] = [1, size]
         else:
+            got = sizes[address]
             got[0] += 1
             got[1] += size
         self.total_bytes += size
@@ -78,7 +80,8 @@ class AddressLedger:
         """``msg`` has no reference left. Returns whether it was paged: at its address's
         paging, or journaled as paged and never depaged (a copy on a wildcard address's queue
         outlived its references on its address's queues, and later depages went past it)."""
-        state = self.pages.get(msg.address)
+        pages = self.pages
+        state = pages[msg.address] if pages and msg.address in pages else None
         paged = state is not None and (msg.order >= state.start or msg.lane == PAGED_LANE)
         if state is not None and paged:
             state.messages -= 1
@@ -102,9 +105,11 @@ class AddressLedger:
             del self.pages[address]
 
     def _resize(self, address: str, messages: int, size: int) -> None:
-        got = self.sizes.get(address)
-        if got is None:
-            got = self.sizes[address] = [0, 0]
+        sizes = self.sizes
+        if address in sizes:
+            got = sizes[address]
+        else:
+            got = sizes[address] = [0, 0]
         got[0] += messages
         got[1] += size
         self.total_bytes += size

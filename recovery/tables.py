@@ -92,9 +92,15 @@ class Table:
         Raises:
             IndexInvalidError: the committed value is damaged.
         """
-        value = self.dirty.get(key)
-        if value is not None:
-            return None if value is DELETED else self._overlaid(key, value)
+        try:
+            value = self.dirty[key]
+        except KeyError:
+            pass
+        else:  # (the overlay, _overlaid inline: most reads are of what changed lately)
+            if value is DELETED:
+                return None
+            return value if value.__class__ is not bytes else \
+                self.decode(unpack_value(self.name, key, value))
         raw = self.store.get(self.name, key)
         if raw is None:
             return None
@@ -104,16 +110,17 @@ class Table:
         """Set ``key``; ``fresh``: a new key (counted, and known absent from the store)."""
         if fresh:
             self.count += 1
-            if self.dirty.get(key) is not DELETED:  # else: re-added, and in the store
-                self.fresh.add(key)
+            if key not in self.dirty or self.dirty[key] is not DELETED:  # else: re-added,
+                self.fresh.add(key)  # and in the store
         self.dirty[key] = value
 
     def delete(self, key: bytes) -> None:
         """Remove ``key`` (it must exist)."""
         self.count -= 1
         if key in self.fresh:
-            self.fresh.discard(key)
-            self.dirty.pop(key, None)
+            self.fresh.remove(key)
+            if key in self.dirty:
+                del self.dirty[key]
         else:
             self.dirty[key] = DELETED
 
@@ -191,10 +198,10 @@ class OrderedTable(Table):
         dirty = self.dirty
         if fresh:  # Table.put, inline (once per reference), then the prefix's order list
             self.count += 1
-            if dirty.get(key) is not DELETED:
+            if key not in dirty or dirty[key] is not DELETED:
                 self.fresh.add(key)
                 prefix = key[:8]
-                keys = self.new_keys.get(prefix)
+                keys = self.new_keys[prefix] if prefix in self.new_keys else None
                 if keys is None:
                     self.new_keys[prefix] = [key]
                 elif key > keys[-1]:

@@ -11,14 +11,17 @@ the state after a crash is the state after a clean close (issue 11, defect 9).
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..routing.core import BrokerCore
+from ..routing.orphans import settle_out
 from .settle import cancel
 from ..errors import BrokerFailedError
+from ..queues.policies import LastValuePolicy
 from ..queues.queue import Queue
-from mqstore.journal import Location
+from mqstore.journal import Location, Ticket
 from mqstore.recovery import RefImage, StoreImage
+from mqstore.recovery.schema import AckReason
 
 
 def end_open_deliveries(broker: BrokerCore) -> None:
@@ -66,4 +69,30 @@ def end_recovered_deliveries(broker: BrokerCore, image: StoreImage) -> None:
         for queue in {q.id: q for _l, q, _r in busy}.values():
             queue.sort_ready()
             queue.page_out_head()
+    broker.storage.wait(ticket)
+
+
+def replace_superseded(broker: BrokerCore) -> None:
+    """At open, after ``end_recovered_deliveries``: on an Artemis last-value queue, a message
+    that a newer one with the same key superseded while it was in delivery, and whose delivery
+    left no record (``persist_delivery_count_before_delivery`` off, the default), is on the
+    queue again beside the newer one. It is replaced now (an ACK with reason ``replaced``), as
+    the cancel of its delivery would have replaced it: the queue is the same after a crash as
+    after a clean close. (Qpid last-value queues journal every delivery, so their cancels
+    decide it already.)
+
+    Raises:
+        BrokerFailedError: writing the decisions failed.
+    """
+    ticket: Optional[Ticket] = None
+    with broker.lock:
+        for queue in list(broker.queues.values()):
+            for policy in queue.policies:
+                if type(policy) is LastValuePolicy:  # (not a Qpid one, a subclass)
+                    gone = policy.superseded(list(queue.ready))
+                    for ref in gone:
+                        queue.take_ref(ref)
+                    if gone:
+                        ticket = settle_out(broker, queue, gone, None,
+                                            AckReason.REPLACED.value)[0] or ticket
     broker.storage.wait(ticket)

@@ -30,14 +30,15 @@ from ..routing.exclusive import not_local
 from ..queues.groups import take_for
 from ..model import Message
 from ..addressing.names import Destination
-from ..routing.placement import (ACK_BOUND, Placement, Removal, admission, chunks,
-                        fitting_bound, forget, record_bound, route)
+from ..routing.placement import (ACK_BOUND, Placement, Removal, admission, chunks, forget,
+                                 record_bound, record_bounds, route, route_many)
 from ..queues.queue import MessageRef, Queue
 from ..queues.refs import lane_in, lsn_in
 from ..scheduling.due import promote_due, redelivery_delay
 from mqstore.journal import RecordTooLargeError, Ticket
 from mqstore.journal.format import FRAME_OVERHEAD
 from mqstore.recovery import schema
+from mqstore.recovery.entries import LSN_MASK
 from mqstore.recovery.moves import is_head_order
 from mqstore.recovery.schema import AckReason, RecordKind
 
@@ -61,10 +62,11 @@ def send(broker: BrokerCore, dest: Destination, messages: Sequence[Message],
             limit), AddressFullError (a FAIL address is
             full): before anything is placed.
     """
-    routed = [(_route_from(broker, dest, msg, sender), msg) for msg in messages]
-    limit = broker.storage.max_frame()
-    for (addr, queues), msg in routed:
-        fitting_bound(addr.name, len(queues), msg, limit)
+    routes = route_many(broker, dest, messages)
+    if sender is not None and broker.owners:  # (``not_local`` has nothing to look at else)
+        routes = [(addr, not_local(broker, queues, sender)) for addr, queues in routes]
+    routed = list(zip(routes, messages))
+    record_bounds(routed, broker.storage.max_frame())
     admitted = admission(broker, routed)
     ticket = None
     for chunk in chunks(broker, list(zip(admitted.accepted, admitted.paged, strict=True))):
@@ -125,8 +127,12 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     persist = broker.persist_delivery_count or queue.config.qpid_lvq is not None
     durable = broker.storage.durable_lsn()
     unsynced: List[MessageRef] = []
-    while len(refs) < limit:
-        if queue.non_destructive:
+    non_destructive = queue.non_destructive
+    groups = queue.groups
+    plain = consumer.selection is None  # (then the head, while no group is owned: _take)
+    taken = 0
+    while taken < limit:
+        if non_destructive:
             ref = queue.peek_after(consumer.cursor)
             if ref is None:
                 if depage_for(broker, queue):
@@ -137,30 +143,33 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
                     not consumer.selection.filter.matches(ref.msg):
                 continue  # passed over for good: a message's properties do not change
         else:
-            ref = _take(queue, consumer)
+            ref = queue.take() if plain and not groups.owners else _take(queue, consumer)
             if ref is None:
                 if depage_for(broker, queue):
                     continue
                 break
-        if ref.msg.expiration and ref.msg.expiration <= now:
-            if queue.non_destructive:
+        msg = ref.msg
+        if msg.expiration and msg.expiration <= now:
+            if non_destructive:
                 queue.detach(ref)
             expired.append(ref)
             continue
         ref.delivery_count += 1
-        if queue.non_destructive:
+        taken += 1
+        if non_destructive:
             queue.browsed(ref)  # a Qpid last-value queue keeps it from replacement
             refs.append(ref)
             continue
         ref.consumer = consumer
-        queue.groups.took(ref.msg, consumer)
-        queue.delivering[ref.msg.mid] = ref
+        if msg.properties:  # (a group is a property)
+            groups.took(msg, consumer)
+        queue.delivering[msg.mid] = ref
         broker.deliveries += 1
         ref.taken = broker.deliveries
         refs.append(ref)
         if not ref.journaled:
             continue
-        lsn = lsn_in(ref.order)
+        lsn = ref.order[0] & LSN_MASK  # lsn_in
         if persist or lsn == 0:
             records.append(_delivery_record(ref))
         elif lsn > durable:
@@ -170,8 +179,13 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
     return refs, _delivery_ticket(broker, records, unsynced)
 
 
+# the kinds as plain ints, read once (the journal checks an int's range without a call)
+_ACK, _DELIVERY = int(RecordKind.ACK), int(RecordKind.DELIVERY)
+
+
 def _delivery_record(ref: MessageRef) -> Tuple[RecordKind, Dict[str, Any]]:
-    return RecordKind.DELIVERY, schema.delivery(ref.queue.id, ref.msg.mid, ref.delivery_count)
+    return _DELIVERY, schema.delivery(ref.queue.id, ref.msg.mid,  # type: ignore[return-value]
+                                      ref.delivery_count)
 
 
 def _delivery_ticket(broker: BrokerCore, records: List[Tuple[RecordKind, Dict[str, Any]]],
@@ -251,11 +265,16 @@ def settle(broker: BrokerCore, refs: Iterable[Removal], journal: bool = True) ->
     records = []
     for ref, reason in refs:
         queue = ref.queue
-        if queue.non_destructive or not in_delivery(ref):
+        mid = ref.msg.mid
+        # in_delivery, inline (once per message settled)
+        delivering = queue.delivering
+        if queue.config.non_destructive or mid not in delivering or delivering[mid] is not ref:
             continue
-        queue.settle(ref)
+        ref.consumer = None  # queue.settle, but for the ``delivering`` entry ``forget`` drops
+        if queue.ahead:
+            queue.ahead.discard(mid)
         if ref.journaled and journal:
-            records.append((RecordKind.ACK, schema.ack(queue.id, ref.msg.mid, reason)))
+            records.append((_ACK, {"q": queue.id, "m": mid, "r": reason}))  # schema.ack
         forget(broker, ref, reason)
     return broker.storage.write(records) if records else None
 

@@ -27,7 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from ..errors import AddressFullError
 from .memory import StoredMessage
-from ..config.settings import UNLIMITED, AddressFullPolicy, AddressSettings
+from ..config.settings import DEFAULTS, UNLIMITED, AddressFullPolicy, AddressSettings
 from mqstore.recovery import StoreImage
 
 T = TypeVar("T")
@@ -142,8 +142,8 @@ class Admission:
 
 
 def admit(sizes: AddressSizes, settings: Callable[[str], AddressSettings],
-          paging: Callable[[str], bool], items: Sequence[T], address_of: Callable[[T], str],
-          size_of: Callable[[T], int], stored: Callable[[T], bool], block: bool = True
+          paging: Callable[[str], bool], items: Sequence[T], addresses: Sequence[str],
+          size_of: Callable[[T], int], stored: Sequence[bool], block: bool = True
           ) -> Admission:
     """Apply the address-full policies to a send's items in order, counting each accepted one
     as held by its address before deciding the next.
@@ -151,10 +151,11 @@ def admit(sizes: AddressSizes, settings: Callable[[str], AddressSettings],
     Args:
         sizes: what addresses hold. settings: an address's effective settings. paging:
             whether an address pages already (its later messages then page too, in order).
-        items: the messages with their routes. address_of, size_of (body bytes): of an item.
-        stored: whether an item reaches at least one queue (an unrouted message holds
-            nothing). block: false makes a BLOCK address accept (a transaction's sends
-            waited for room when they were made).
+        items: the messages with their routes. addresses: each item's address, in order.
+            size_of: an item's body bytes. stored: for each item, whether it reaches at
+            least one queue (an unrouted message holds nothing). block: false makes a BLOCK
+            address accept (a transaction's sends waited for room when they were made).
+        An address's settings and paging are asked once per run of items to it.
 
     Raises:
         AddressFullError: an item found its FAIL address full: nothing of the send may be
@@ -163,34 +164,60 @@ def admit(sizes: AddressSizes, settings: Callable[[str], AddressSettings],
     out = Admission()
     extra: Dict[str, Tuple[int, int]] = {}
     extra_total = 0
+    unlimited_total = sizes.global_max_size < 0
+    paged = [False] * len(items)
+    kept: Optional[List[int]] = None  # the items accepted, once one was dropped
+    end = len(items)
+    last: Optional[str] = None  # the previous item's address, whose facts these are:
+    st, policy, pages_now, counts = DEFAULTS, AddressFullPolicy.PAGE, False, True
     for i, item in enumerate(items):
-        address = address_of(item)
-        if not stored(item):
-            out.accepted.append(item)
-            out.paged.append(False)
+        if not stored[i]:
+            if kept is not None:
+                kept.append(i)
             continue
-        st = settings(address)
-        policy = st.address_full_policy
-        pages = policy == AddressFullPolicy.PAGE and paging(address)
+        address = addresses[i]
+        if address != last:  # (a batch mostly goes to one address: asked once for it)
+            last = address
+            st = settings(address)
+            policy = st.address_full_policy
+            pages_now = policy == AddressFullPolicy.PAGE and paging(address)
+            counts = not (unlimited_total and (st.max_size_bytes is None or
+                                               st.max_size_bytes < 0) and
+                          (st.max_size_messages is None or st.max_size_messages < 0))
+        if not counts:  # no limit applies: nothing to count (the common case)
+            paged[i] = pages_now
+            if kept is not None:
+                kept.append(i)
+            continue
+        pages = pages_now
         limit = None if pages else sizes.limit_reached(address, st, extra.get(address, (0, 0)),
                                                        extra_total)
         if limit is not None and policy == AddressFullPolicy.FAIL:
             raise AddressFullError(address, limit)
         if limit is not None and policy == AddressFullPolicy.DROP:
             out.dropped.append(address)
+            if kept is None:
+                kept = list(range(i))
             continue
         if limit is not None and policy == AddressFullPolicy.BLOCK and block:
             out.blocked = list(items[i:])
             out.blocked_on = address
-            return out
+            end = i
+            break
         pages = pages or (limit is not None and policy == AddressFullPolicy.PAGE)
-        out.accepted.append(item)
-        out.paged.append(pages)
+        paged[i] = pages
+        if kept is not None:
+            kept.append(i)
         if not pages:
             size = size_of(item)
             n, b = extra.get(address, (0, 0))
             extra[address] = (n + 1, b + size)
             extra_total += size
+    if kept is None:
+        out.accepted, out.paged = list(items[:end]), paged[:end]
+    else:
+        out.accepted = [items[j] for j in kept]
+        out.paged = [paged[j] for j in kept]
     return out
 
 

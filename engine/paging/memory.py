@@ -93,14 +93,18 @@ class StoredMessage:
         self.body = body
         self.journaled = journaled
         self.refcount = 0
-        self.mem_size = message_bytes(properties, body)
-        self.size = len(body) if size is None and body is not None else (size or 0)
+        kept = 0 if body is None else len(body) if size is None else size  # (size: the
+        # body's length, when given with the body)
+        # message_bytes, inline for a message without properties (most of them)
+        self.mem_size = message_bytes(properties, body) if properties else MESSAGE_BYTES + kept
+        self.size = kept if size is None else size
         self.paged = False
 
     def to_message(self, body: bytes) -> Message:
         """A user-facing copy with ``body``."""
-        return Message(body, dict(self.properties), self.durable, self.priority,
-                       self.expiration, self.timestamp, self.mid, self.address)
+        return Message.stored(body, dict(self.properties) if self.properties else {},
+                              self.durable, self.priority, self.expiration, self.timestamp,
+                              self.mid, self.address)
 
 
 @dataclass(frozen=True)
@@ -195,25 +199,32 @@ class MessageCache:
     def hold(self, msg: StoredMessage) -> None:
         """A reference to ``msg`` entered RAM."""
         msg.refcount += 1
-        self.budget.references += 1
-        self.budget.charge(REF_BYTES)
+        budget = self.budget
+        budget.references += 1
         if msg.refcount == 1:
             self.by_id[msg.mid] = msg
-            self.budget.messages += 1
-            self.budget.charge(msg.mem_size)
+            budget.messages += 1
+            budget.used += REF_BYTES + msg.mem_size  # charge, inline (every arrival)
+        else:
+            budget.used += REF_BYTES
+        if budget.used > budget.peak:
+            budget.peak = budget.used
 
     def let_go(self, msg: StoredMessage, gone: bool = True) -> None:
         """A reference to ``msg`` left RAM (settled, or paged out). ``gone`` false: it went
         to a page file (``engine.paging.pagefile``), so the message is not gone with it."""
         msg.refcount -= 1
-        self.budget.references -= 1
-        self.budget.release(REF_BYTES)
-        if msg.refcount <= 0 and self.by_id.get(msg.mid) is msg:
-            del self.by_id[msg.mid]
-            self.budget.messages -= 1
-            self.budget.release(msg.mem_size)
-            if gone:
+        budget = self.budget
+        budget.references -= 1
+        by_id = self.by_id
+        if msg.refcount <= 0 and msg.mid in by_id and by_id[msg.mid] is msg:
+            del by_id[msg.mid]
+            budget.messages -= 1
+            budget.used -= REF_BYTES + msg.mem_size  # release, inline
+            if gone and not msg.journaled:
                 self.forget(msg)
+        else:
+            budget.used -= REF_BYTES
 
     def forget(self, msg: StoredMessage) -> None:
         """``msg`` is gone for good (its last reference left, in RAM or in a page file):

@@ -36,12 +36,14 @@ class TransientAccounting:
     def image_released(self, gone: MessageImage, paged: bool) -> None:
         """The image let a message go (its durable references are gone): one RAM still holds
         on a queue journaled nowhere is journaled nowhere from now on, and counted as such."""
-        msg = self.cache.get(gone.mid)
+        held = self.cache.by_id  # (by ``in``: once per message settled)
+        msg = held[gone.mid] if gone.mid in held else None
         counted = msg is not None and msg.journaled
         if msg is not None and msg.journaled:
             msg.journaled = False
             self.sizes.add_transient(msg, paged)
-        if self.pages is not None and self.pages.image_released(gone.mid, paged) and \
+        pages = self.pages
+        if pages is not None and pages.pending and pages.image_released(gone.mid, paged) and \
                 not counted:  # only a page file holds it now, for a queue that journals none
             self.sizes.count_transient(gone.address, gone.body_size, paged)
 

@@ -52,8 +52,9 @@ class Lanes:
 
     def append(self, ref: Any) -> None:
         """Put ``ref`` at the tail of its lane."""
-        got = self._lanes.get(ref.order[0] >> LANE_SHIFT)  # lane_in, inline: every arrival
-        if got is None:
+        try:
+            got = self._lanes[ref.order[0] >> LANE_SHIFT]  # lane_in, inline: every arrival
+        except KeyError:
             got = self._lane(lane_in(ref.order))
         got.append(ref)
         self._len += 1

@@ -142,6 +142,19 @@ class _Room:
             self.size -= gone
 
 
+def _any_limited(routed: Sequence[Any]) -> bool:
+    """Whether a queue of ``routed`` has a Qpid limit (each queue list looked at once when
+    the messages share it, ``engine.routing.placement.route_many``)."""
+    last = None
+    for (_addr, queues), _msg in routed:
+        if queues is not last:
+            last = queues
+            for q in queues:
+                if q.limited:
+                    return True
+    return False
+
+
 def plan(routed: Sequence[Tuple[Tuple[Any, List[Queue]], Message]], paged: Sequence[bool],
          now_ms: int) -> List[bool]:
     """Check a send's messages against their queues' limits, in order, as placing them will
@@ -160,7 +173,7 @@ def plan(routed: Sequence[Tuple[Tuple[Any, List[Queue]], Message]], paged: Seque
         QueueFullError: a queue's policy refuses a message; nothing was changed.
     """
     out = list(paged)
-    if not any(q.limited for (_addr, queues), _msg in routed for q in queues):
+    if not _any_limited(routed):
         return out  # the common case: no queue of the send has a limit
     rooms: Dict[int, _Room] = {}
     paging: set = set()

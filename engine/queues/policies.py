@@ -19,7 +19,7 @@ that reason), so replay never re-decides anything.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Protocol, Tuple
 
 from ..model import QPID_LVQ_KEY, QpidLvq
 from mqstore.recovery.schema import AckReason
@@ -97,6 +97,16 @@ class LastValuePolicy:
         value = self._value(ref)
         if value is not None and self.latest.get(value) is ref:
             del self.latest[value]
+
+    def superseded(self, refs: Iterable["MessageRef"]) -> List["MessageRef"]:
+        """Those of ``refs`` (a queue's, loaded at open) whose key value a newer reference
+        holds now: each would have been replaced had its delivery's end been journaled."""
+        out = []
+        for ref in refs:
+            value = self._value(ref)
+            if value is not None and self.latest.get(value) is not ref:
+                out.append(ref)
+        return out
 
     def returned(self, ref: "MessageRef") -> List[Removal]:
         """A delivered reference comes back: a newer value replaces it, else it is latest."""

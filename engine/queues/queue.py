@@ -165,6 +165,11 @@ class Queue(QueueBacklog):
         caller journals and detaches those). ``arrival`` false: a paged reference joining,
         counted in ``added`` when it was routed."""
         removals: List[Tuple[MessageRef, str]] = []
+        if not self.policies:  # no policy to ask (a Qpid last-value queue has one): _join
+            self._enter(ref, self.ready if self.horizon is None or ref.order < self.horizon
+                        else self.tail)
+            self.added += arrival
+            return removals
         if arrival and self.config.qpid_lvq is not None:
             old = self.policies[0].in_place(self, ref)  # type: ignore[attr-defined]
             if old is not None:
@@ -293,11 +298,13 @@ class Queue(QueueBacklog):
     # -- leaving ------------------------------------------------------------------------------
     def take(self) -> Optional[MessageRef]:
         """Pop the head reference, or ``None``."""
-        if not self.ready:
+        try:
+            ref = self.ready.popleft()
+        except IndexError:  # the head is empty: read it in from the index
             self.refill()
             if not self.ready:
                 return None
-        ref = self.ready.popleft()
+            ref = self.ready.popleft()
         ref.in_queue = False  # (still ``ahead`` if it was: its row stays until it is settled)
         return ref
 
@@ -382,7 +389,9 @@ class Queue(QueueBacklog):
     def settle(self, ref: MessageRef) -> None:
         """Remove a reference in delivery for good (acked, rejected...); the broker then
         drops the message's reference count."""
-        self.delivering.pop(ref.msg.mid, None)
+        delivering, mid = self.delivering, ref.msg.mid
+        if mid in delivering:
+            del delivering[mid]
         ref.consumer = None
         if self.ahead:
             self.ahead.discard(ref.msg.mid)

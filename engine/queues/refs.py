@@ -13,19 +13,20 @@ from typing import Any, Optional, Sequence, Tuple
 from ..paging.memory import StoredMessage
 from mqstore.recovery.entries import LANE_SHIFT, LSN_MASK, below, in_lane, lane_in, lane_of, lsn_in
 
-__all__ = ["LANE_SHIFT", "MessageRef", "Order", "below", "in_lane", "is_pending", "kept_body",
+__all__ = ["LANE_SHIFT", "MessageRef", "Order", "PENDING", "below", "in_lane", "is_pending", "kept_body",
            "lane_in", "lane_of", "lsn_in", "pending", "placement_number", "with_lsn"]
 
 Order = Tuple[int, ...]
 
 
-_PENDING = [(lane << LANE_SHIFT | LSN_MASK, 0) for lane in range(16)]
+PENDING = [(lane << LANE_SHIFT | LSN_MASK, 0) for lane in range(16)]
+"""``PENDING[lane]`` is ``pending(lane)`` (for the placement of every message, without a call)."""
 
 
 def pending(lane: int) -> Order:
     """The order key of a reference in ``lane`` until its record has an LSN: after every
     key of its lane, before the next lane's."""
-    return _PENDING[lane]
+    return PENDING[lane]
 
 
 def is_pending(order: Order) -> bool:

@@ -28,19 +28,22 @@ from ..queues.groups import group_of
 from ..model import Message, RoutingType
 from ..addressing.names import Destination
 from ..queues.paged import spill
-from ..queues.queue import MessageRef, Queue, StoredMessage, kept_body
+from ..queues.queue import MessageRef, Queue, StoredMessage
 from ..queues.limits import make_room, plan
-from ..queues.refs import is_pending, lane_of, pending, placement_number, with_lsn
+from ..queues.refs import PENDING, is_pending, placement_number, with_lsn
 from ..queues.scheduledbuffer import SCHED_PROPERTY, scheduled_time
 from mqstore.journal import RecordTooLargeError, Ticket
 from mqstore.journal.format import FRAME_OVERHEAD
 from mqstore.recovery import schema
+from mqstore.recovery.entries import LSN_MASK, PAGED_LANE
 from mqstore.recovery.schema import AckReason, RecordKind
 
 log = logging.getLogger("mqstore.engine")
 
 Removal = Tuple[MessageRef, str]
 
+_MESSAGE = int(RecordKind.MESSAGE)  # (a plain int: the journal checks it without a call)
+LANE_BITS = ~LSN_MASK  # an order key's lane, in its first part
 WRITE_PATH_BODY = 64 << 10  # bodies up to this size stay in RAM with their message once written
 
 
@@ -90,6 +93,48 @@ def route(broker: BrokerCore, dest: Destination, msg: Optional[Message] = None,
     if ring is not None and _takes(ring, msg):
         out.append(ring)  # it keeps a copy of everything sent (``engine.routing.retroactive``)
     return addr, out
+
+
+def route_many(broker: BrokerCore, dest: Destination, messages: Sequence[Message]
+               ) -> List[Tuple[Any, List[Queue]]]:
+    """``route`` of each of ``messages`` (a batch to one destination), in order; the round-robin
+    cursor moves for each. Routed once for them all when the route cannot depend on the
+    message or on its place in the batch (``_fixed``); they then share the one result, whose
+    queue list nobody may change.
+
+    Raises:
+        As ``route``, before any cursor moves.
+    """
+    if not messages:
+        return []
+    first = route(broker, dest, messages[0])
+    if len(messages) == 1:
+        return [first]
+    addr = first[0]
+    if _fixed(broker, addr, dest):
+        name = addr.name
+        for msg in messages:
+            msg.address = name
+        return [first] * len(messages)
+    return [first] + [route(broker, dest, msg) for msg in messages[1:]]
+
+
+def _fixed(broker: BrokerCore, addr: Any, dest: Destination) -> bool:
+    """Whether ``route(broker, dest, msg)`` is the same for every message: no queue it may
+    pick has a filter, and at most one anycast queue is there to pick from (no round-robin, no
+    message groups to follow)."""
+    if dest.queue is not None:
+        queue = addr.queues.get(dest.queue)
+        return queue is not None and queue.filter is None
+    queues = list(addr.queues.values())
+    for name in broker.wildcards.matching(addr.name):
+        queues += broker.addresses[name].queues.values()
+    anycast = 0
+    for q in queues:
+        if q.filter is not None:
+            return False
+        anycast += q.config.routing_type == RoutingType.ANYCAST
+    return anycast <= 1
 
 
 def check_sendable(broker: BrokerCore, address: str) -> None:
@@ -146,6 +191,7 @@ class Placement:
         self.broker = broker
         self.now = broker.now_ms()
         self.payloads: List[Dict[str, Any]] = []
+        self.slots = 0  # len(payloads)
         # (message, its references (each in its lane, ``pending``), its slot or -1)
         self.placed: List[Tuple[StoredMessage, List[MessageRef], int]] = []
         self.spill: List[Tuple[StoredMessage, List[MessageRef]]] = []
@@ -154,6 +200,16 @@ class Placement:
         self.base_lsn = broker.storage.last_lsn()
         self.scheduled = False  # a message went to a scheduled buffer
         self.evicted: Dict[int, int] = {}  # queue id -> body bytes removed, not forgotten yet
+        # what the last message's address and queues gave, for the next one of the batch
+        # (most batches go to one address): its expiry delay, whether it pages, its queues
+        # that journal a durable message
+        self._address: Optional[str] = None
+        self._expiry_delay = 0
+        self._pages = False
+        self._queues: Optional[List[Queue]] = None
+        self._journaling: List[Queue] = []
+        self._journaling_ids: List[int] = []
+        self._all_journal = False  # every queue journals a durable message
 
     def add(self, address: str, queues: List[Queue], msg: Message, paged: bool = False
             ) -> None:
@@ -163,36 +219,58 @@ class Placement:
         and a wildcard address holds nothing of its own (a message counts at the address it
         was sent to); a durable one waits in the index all the same."""
         broker = self.broker
+        # the common case (no schedule, no properties) without a call: a batch's every message
+        # comes here (issue 38)
         at = scheduled_time(msg.scheduled_delivery_time, msg.delivery_delay,
-                            msg.properties.get(SCHED_PROPERTY), self.now)
+                            msg.properties.get(SCHED_PROPERTY), self.now) \
+            if msg.scheduled_delivery_time or msg.delivery_delay or msg.properties else 0
+        if address is not self._address:
+            self._address = address
+            self._pages = broker.sizes.paging(address)
+            delay = broker.settings.resolve(address).expiry_delay
+            self._expiry_delay = delay if delay and delay > 0 else 0
         # paging goes on until none is left; a scheduled message waits in the index anyway
-        paged = (paged or broker.sizes.paging(address)) and not at
-        settings = broker.settings.resolve(address)
+        paged = (paged or self._pages) and not at
         expiration = msg.expiration
-        if not expiration and settings.expiry_delay and settings.expiry_delay > 0:
-            expiration = self.now + settings.expiry_delay  # Artemis addressing §4.9.6.4
+        if not expiration and self._expiry_delay:
+            expiration = self.now + self._expiry_delay  # Artemis addressing §4.9.6.4
         mid = broker.storage.next_id()
-        journaled = [q for q in queues if q.durable and (msg.durable or q.persisting)]
+        if queues is not self._queues:
+            self._queues = queues
+            self._journaling = [q for q in queues if q.config.durable]
+            self._journaling_ids = [q.id for q in self._journaling]
+            self._all_journal = len(self._journaling) == len(queues)
+        if msg.durable:
+            journaled, every = self._journaling, self._all_journal
+            ids = self._journaling_ids  # (shared by the payloads: nobody changes it)
+        else:
+            journaled = [q for q in self._journaling if q.persisting]
+            every = len(journaled) == len(queues)
+            ids = [q.id for q in journaled]
         ts = msg.timestamp or self.now
         slot = -1
+        body = msg.body
+        size = len(body)
+        properties = msg.properties
         if journaled:
-            slot = len(self.payloads)
-            self.payloads.append(schema.message(mid, address, [q.id for q in journaled],
-                                                msg.body, msg.properties, ts, expiration,
-                                                msg.priority, paged, at))
-        body = kept_body(msg.body, journaled, queues)
-        if body is None and len(msg.body) <= WRITE_PATH_BODY and not broker.budget.over():
-            body = msg.body  # the write path's copy, charged to the budget while in RAM: a
+            slot = self.slots
+            self.slots += 1
+            self.payloads.append(schema.message(mid, address, ids, body, properties, ts,
+                                                expiration, msg.priority, paged, at))
+        kept = body if not journaled or not every else None  # kept_body
+        budget = broker.budget
+        if kept is None and size <= WRITE_PATH_BODY and budget.used <= budget.limit:  # over()
+            kept = body  # the write path's copy, charged to the budget while in RAM: a
             # consumer gets it without reading and decoding the record back
-        stored = StoredMessage(mid, address, msg.durable, dict(msg.properties), ts, expiration,
-                               msg.priority, body, bool(journaled), len(msg.body))
+        stored = StoredMessage(mid, address, msg.durable, dict(properties) if properties else {},
+                               ts, expiration, msg.priority, kept, bool(journaled), size)
         if queues and not journaled:
             broker.sizes.add_transient(stored, paged)
+            self._address = None  # it may page the address now
         refs = []
         paged_refs = []  # journaled nowhere and paged: for the page files
-        size = len(msg.body)
-        lane = lane_of(msg.priority, paged)  # its place among its queues' (Artemis priority)
-        plain = lane_of(msg.priority)
+        plain = 9 - msg.priority  # lane_of (a checked message's priority is 0-9)
+        lane = PAGED_LANE if paged else plain  # its place among its queues' (Artemis priority)
         for q in queues:
             here = paged and q.config.address == address  # else a wildcard's copy
             self.touched[q.id] = q
@@ -204,8 +282,7 @@ class Placement:
                 q.added += 1
                 self.scheduled = True
                 continue
-            ref = MessageRef(stored, q, pending(lane if here else plain),
-                             journaled=q in journaled)
+            ref = MessageRef(stored, q, PENDING[lane if here else plain], 0, q in journaled)
             if at:
                 q.scheduled.add(ref, at)
                 q.added += 1
@@ -215,7 +292,9 @@ class Placement:
                 if not ref.journaled:
                     paged_refs.append(ref)
             else:
-                self._removed(q.add_tail(ref, self.now))
+                removed = q.add_tail(ref, self.now)
+                if removed:
+                    self._removed(removed)
                 if q.in_place and q.in_place[-1][0] is ref and ref.journaled and \
                         q.in_place[-1][1].journaled:  # the record says so (Qpid LVQ)
                     self.payloads[slot].setdefault("ip", []).append(
@@ -237,24 +316,29 @@ class Placement:
                         if r.journaled]
         all_acks = list(acks) + removal_acks
         ticket = None
-        if as_tx or all_acks:
+        in_tx = as_tx or bool(all_acks)
+        if in_tx:
             if self.payloads or all_acks:
                 ticket = broker.storage.write([(RecordKind.TX, schema.tx(broker.storage.next_id(),
                                                                  self.payloads, all_acks))])
-            lsn_of = (lambda slot: (ticket.lsn, slot)) if ticket else None
-        else:
-            if self.payloads:
-                ticket = broker.storage.write([(RecordKind.MESSAGE, p) for p in self.payloads])
-            first = ticket.lsn - len(self.payloads) + 1 if ticket else 0
-            lsn_of = (lambda slot: (first + slot, 0)) if ticket else None
+        elif self.payloads:
+            ticket = broker.storage.write([(_MESSAGE, p) for p in self.payloads])
+        # each journaled reference's order key: its lane, its record's LSN and its slot in it
+        # (a TX record's messages share its LSN); one journaled nowhere sorts after the
+        # journaled one before it, by its placement number
+        first = 0 if ticket is None else ticket.lsn if in_tx else \
+            ticket.lsn - len(self.payloads) + 1
         prev: Tuple[int, ...] = (self.base_lsn, 1 << 62)
         for _stored, refs, slot in self.placed:
-            if slot >= 0 and lsn_of is not None:
-                prev = lsn_of(slot)
-            number = placement_number()
-            for ref in refs:  # in its lane; one not journaled sorts after the journaled one
-                ref.order = with_lsn(ref.order, prev) if ref.journaled and lsn_of else \
-                    with_lsn(ref.order, (prev[0], prev[1], number))      # before it
+            if slot >= 0 and first:
+                prev = (first, slot) if in_tx else (first + slot, 0)
+            number = 0
+            for ref in refs:  # in its lane (the key's top bits), which stays
+                if ref.journaled and first:
+                    ref.order = (ref.order[0] & LANE_BITS | prev[0], prev[1])
+                else:
+                    number = number or placement_number()
+                    ref.order = with_lsn(ref.order, (prev[0], prev[1], number))
         for q in self.touched.values():  # Qpid last-value replacements in place
             for ref, old in q.in_place:
                 ref.order = old.order
@@ -289,8 +373,8 @@ def admission(broker: BrokerCore, routed: Sequence[Routed], block: bool = True,
             flow_to_disk queue cannot hold); nothing was changed.
     """
     out = admit(broker.sizes, broker.settings.resolve, broker.sizes.paging, routed,
-                lambda item: item[0][0].name, lambda item: len(item[1].body),
-                lambda item: bool(item[0][1]), block)
+                [where[0].name for where, _msg in routed], lambda item: len(item[1].body),
+                [bool(where[1]) for where, _msg in routed], block)
     out.paged = plan(out.accepted, out.paged, broker.now_ms())  # Qpid queue limits
     if not count:
         return out
@@ -347,20 +431,44 @@ def fitting_bound(address: str, queues: int, msg: Message, limit: int) -> int:
     return n
 
 
+def record_bounds(routed: Sequence[Routed], limit: int) -> List[int]:
+    """``fitting_bound`` of each routed message, in order, computed once per route for a
+    batch that shares one (``route_many``).
+
+    Raises:
+        RecordTooLargeError: a message alone cannot be journaled; nothing was changed.
+    """
+    out = [0] * len(routed)
+    last = None
+    fixed = 0
+    for i, (where, msg) in enumerate(routed):
+        if where is not last:
+            last = where
+            fixed = len(where[0].name) * 4 + 9 * len(where[1]) + MESSAGE_OVERHEAD + ACK_BOUND
+        size = msg.checked_size
+        n = fixed + size if size is not None else \
+            record_bound(where[0].name, len(where[1]), msg)
+        if n + FRAME_OVERHEAD > limit:
+            raise RecordTooLargeError(n + FRAME_OVERHEAD, limit)
+        out[i] = n
+    return out
+
+
 def chunks(broker: BrokerCore, items: List[Tuple[Routed, bool]]
             ) -> List[List[Tuple[Routed, bool]]]:
+    """``items`` (routed messages with their paged flags) cut into runs whose records fit
+    one journal write each (``JournalOptions.max_frame()``), in order."""
     limit = broker.storage.max_frame()
-    chunks: List[List[Tuple[Routed, bool]]] = [[]]
-    size = 0
-    for item in items:
-        ((addr, queues), msg), _paged = item
-        n = fitting_bound(addr.name, len(queues), msg, limit)
-        if size + n + FRAME_OVERHEAD > limit:
-            chunks.append([])
-            size = 0
-        chunks[-1].append(item)
+    bounds = record_bounds([routed for routed, _paged in items], limit)
+    out: List[List[Tuple[Routed, bool]]] = []
+    start, size = 0, 0
+    for i, n in enumerate(bounds):
+        if size + n + FRAME_OVERHEAD > limit and i > start:
+            out.append(items[start:i])
+            start, size = i, 0
         size += n
-    return chunks
+    out.append(items[start:])
+    return out
 
 
 def in_place_entry(queue: Queue, old: MessageRef) -> List[int]:
@@ -392,8 +500,11 @@ def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
     """Account for a reference a policy or the broker removed (its ACK is journaled by the
     caller): counters, the message's reference count."""
     queue = ref.queue
-    queue.detach(ref)
-    queue.delivering.pop(ref.msg.mid, None)
+    if ref.in_queue or queue.ahead or queue.policies:  # (else detach has nothing to do)
+        queue.detach(ref)
+    delivering, mid = queue.delivering, ref.msg.mid
+    if mid in delivering:
+        del delivering[mid]
     queue.held_bytes -= ref.msg.size
     if why == _ACKED or why == _MOVED:  # (Artemis counts a move as an ack)
         queue.acknowledged += 1
@@ -403,7 +514,7 @@ def forget(broker: BrokerCore, ref: MessageRef, why: str) -> None:
         queue.killed += 1
     elif why == _EXPIRED:
         queue.expired += 1
-    broker.drop_message_ref(ref)
+    queue.cache.let_go(ref.msg)  # queue.release (what broker.drop_message_ref does)
 
 
 def body_of(broker: BrokerCore, msg: StoredMessage) -> bytes:

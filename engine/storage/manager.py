@@ -188,6 +188,13 @@ class StorageManager:
         self.guard(ticket.wait)
         self.persistence.after_wait()
 
+    def without_waiting(self) -> None:
+        """A caller that does not wait for its write (an ack of a session without
+        ``block_on_acknowledge``): the liveness facts of earlier writes that are durable by
+        now are applied (records dead, segments reclaimed), as a wait would apply them; costs
+        one comparison when there are none."""
+        self.persistence.after_wait()
+
     async def wait_async(self, ticket: Optional[Ticket]) -> None:
         """``wait`` for asyncio: awaits the ticket without blocking the event loop."""
         if ticket is None:

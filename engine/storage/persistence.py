@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict, deque
-from typing import Any, Deque, Dict, List, Optional, Sequence, Tuple
+from collections import OrderedDict
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from mqstore.journal import Journal, JournalError, Location, Ticket
 from ..paging.memory import give_back_memory
@@ -32,38 +32,46 @@ OVERLAY_PER_RECORD = 4  # changed index entries per record a checkpoint is due a
 
 
 class DeferredSink:
-    """Liveness facts held until the record that caused them is durable."""
+    """Liveness facts held until the record that caused them is durable, then given to the
+    journal in the order they came (``Journal.apply_liveness``). Facts are added with the
+    broker lock held; ``release`` may run in any thread: a list's append and a deletion of its
+    first items are each atomic, and the lock orders the releases."""
 
     def __init__(self, journal: Journal) -> None:
         self._journal = journal
-        self._pending: Deque[Tuple[int, Optional[Sequence[Location]], Location,
-                                   Sequence[Location]]] = deque()
+        # (LSN of the write that caused it, dead locations or None, tombstone or None, its
+        # targets): ``Journal.apply_liveness``'s facts
+        self._pending: List[Tuple[int, Optional[Sequence[Location]], Optional[Location],
+                                  Sequence[Location]]] = []
         self.lsn = 0
         self._lock = threading.Lock()
 
     def mark_dead(self, locations: Sequence[Location]) -> None:
-        with self._lock:
-            self._pending.append((self.lsn, list(locations), Location(0, 0, 0), ()))
+        self._pending.append((self.lsn, list(locations), None, ()))
 
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
-        with self._lock:
-            self._pending.append((self.lsn, None, location, list(targets)))
+        pending, lsn = self._pending, self.lsn
+        if pending and pending[-1][0] == lsn and pending[-1][2] is None:
+            # one fact with the dead ones just before it (an ACK's: its message's record
+            # died, and the ACK waits for it)
+            pending[-1] = (lsn, pending[-1][1], location, list(targets))
+        else:
+            pending.append((lsn, None, location, list(targets)))
 
     def release(self) -> None:
         """Apply every held fact whose record is durable now."""
         durable = self._journal.durable_lsn
-        ready = []
+        pending = self._pending
+        if not pending or pending[0][0] > durable:
+            return
         with self._lock:
-            while self._pending and self._pending[0][0] <= durable:
-                ready.append(self._pending.popleft())
-        dead: List[Location] = []
-        for _lsn, locs, loc, targets in ready:
-            if locs is not None:
-                dead.extend(locs)
-            else:
-                self._journal.mark_dead_after(loc, targets)
-        if dead:
-            self._journal.mark_dead(dead)
+            n, end = len(pending), 0
+            while end < n and pending[end][0] <= durable:
+                end += 1
+            if end:
+                ready = pending[:end]
+                del pending[:end]
+                self._journal.apply_liveness(ready)
 
 
 class IndexRebuildError(Exception):
@@ -110,19 +118,20 @@ class Persistence:
         self.last_index_rebuild = ""  # why the last one ran
         self._cache: "OrderedDict[Location, Any]" = OrderedDict()
 
-    def write(self, records: Sequence[Tuple[RecordKind, Dict[str, Any]]]) -> Ticket:
+    def write(self, records: Sequence[Tuple[int, Dict[str, Any]]]) -> Ticket:
         """Append records in order and fold them into the image (broker lock held).
 
         Raises:
             JournalFailedError and the journal's other errors; on any error nothing of
             ``records`` was appended or folded.
         """
-        ticket = self.journal.append_many([(int(k), p) for k, p in records])
-        first = ticket.lsn - len(records) + 1
+        ticket = self.journal.append_many(records)
+        # the facts the fold reports wait for the whole write (its records become durable
+        # together: one LSN to compare for all)
+        self.sink.lsn = ticket.lsn
         try:
-            for i, ((kind, payload), loc) in enumerate(zip(records, ticket.locations)):
-                self.sink.lsn = first + i
-                self.image.apply(kind, payload, loc, first + i, self.sink)
+            self.image.apply_many(records, ticket.locations, ticket.lsn - len(records) + 1,
+                                  self.sink)
         except IndexInvalidError as exc:  # a damaged index value read by the fold: the
             # records are appended, and the image rebuilt from the journal holds them whole
             self.rebuild_index(exc.reason)

@@ -28,14 +28,18 @@ class SimulatedStore:
     keeps the index as a crash leaves it, or loses it (then it is rebuilt from the journal).
     """
 
-    def __init__(self, budget: int, opts: JournalOptions = MODEL_OPTS) -> None:
+    def __init__(self, budget: int, opts: JournalOptions = MODEL_OPTS,
+                 persist: bool = True) -> None:
         self.fs, self.index = SimulatedFileSystem(), MemoryIndex()
         self.budget = budget
         self.opts = opts
+        self.persist = persist  # persist-delivery-count-before-delivery: the models expect
+        # a delivery's count back after a crash (the default, off, is drawn by test_model_based)
 
     def open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, index=self.index, journal_options=self.opts,
-                           checkpoint_records=25, memory_budget=self.budget)
+                           checkpoint_records=25, memory_budget=self.budget,
+                           persist_delivery_count_before_delivery=self.persist)
 
     def crash(self, broker: Broker, keep_all: bool, seed: int, lose_index: bool) -> Broker:
         """Power loss under ``broker`` (then let go), and the store opened again."""

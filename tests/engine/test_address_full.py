@@ -356,7 +356,8 @@ def test_power_loss_after_a_depage_keeps_order_and_paging() -> None:
     b = opened(fs, index)
     make_queue(b)
     send(b, 6)
-    with b.session() as s:  # the third receive depages: a DEPAGE record, then the delivery
+    # the third receive depages: a DEPAGE record, then the delivery; the acks are durable
+    with b.session(block_on_acknowledge=True) as s:
         c = s.create_consumer("q")
         for _ in range(3):
             c.receive(timeout=0).ack()

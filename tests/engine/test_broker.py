@@ -95,7 +95,7 @@ def test_multicast_stores_the_body_once_and_frees_it_with_the_last_ack(broker: B
     broker.create_address("news", {RoutingType.MULTICAST})
     for q in ("s1", "s2", "s3"):
         broker.create_queue(QueueConfig(q, "news", RoutingType.MULTICAST))
-    with broker.session() as s:
+    with broker.session(block_on_acknowledge=True) as s:  # (dead once the acks are durable)
         s.send("news", Message(b"hello"))
         assert kinds(broker).count(RecordKind.MESSAGE) == 1
         for q in ("s1", "s2", "s3"):

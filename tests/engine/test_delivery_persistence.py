@@ -107,7 +107,7 @@ def test_after_a_crash_an_open_delivery_is_back_with_the_count_of_its_last_retur
 def test_an_ack_after_an_unjournaled_delivery_is_durable_and_reclaims_the_message() -> None:
     fs, index = SimulatedFileSystem(), MemoryIndex()
     broker = open_store(fs, index, first=True)
-    with broker.session() as s:
+    with broker.session(block_on_acknowledge=True) as s:  # (durable once ack_many returns)
         s.send_many("a", [Message(b"m%d" % i) for i in range(3)])
         c = s.create_consumer("q")
         s.ack_many(c.receive_many(2, 1))

@@ -180,7 +180,7 @@ class BrokerMachine(RuleBasedStateMachine):
         self._open_sessions()
 
     def _open_sessions(self) -> None:
-        self.session = self.broker.session()
+        self.session = self.broker.session(block_on_acknowledge=True)
         self.txs = self.broker.session(transacted=True)
         self.consumers = {q: self.session.create_consumer(q, prefetch=self.prefetch)
                           for q in QUEUES}

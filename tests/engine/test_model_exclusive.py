@@ -39,10 +39,11 @@ class ExclusiveMachine(RuleBasedStateMachine):
 
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, index=self.index, journal_options=OPTS,
-                           checkpoint_records=25)
+                           checkpoint_records=25,
+                           persist_delivery_count_before_delivery=True)
 
     def _attach(self) -> None:
-        self.session = self.broker.session()
+        self.session = self.broker.session(block_on_acknowledge=True)
         self.consumers = [self.session.create_consumer("ex", window=100) for _ in range(3)]
         self.held = {id(c): [] for c in self.consumers}
 
@@ -110,7 +111,7 @@ class ExclusiveMachine(RuleBasedStateMachine):
         held = sum(len(v) for v in self.held.values())
         assert (info.message_count, info.delivering_count, info.consumer_count) == \
             (len(self.ready) + held, held, len(self.consumers))
-        with self.broker.session() as s:
+        with self.broker.session(block_on_acknowledge=True) as s:
             seen = [m.message.body for m in s.create_browser("ex")]
         assert seen == [x[1] for x in self.ready]
 

@@ -41,14 +41,14 @@ class GroupMachine(StoreMachine):
     def send(self, group: Optional[str], durable: bool) -> None:
         self.seq += 1
         item = (self.seq, group, b"%d:" % self.seq + b"x" * 150, durable)
-        with self.broker.session() as s:
+        with self.broker.session(block_on_acknowledge=True) as s:
             s.send("a", Message(item[2], durable=durable, group_id=group))
         self.ready.append(item)
 
     @rule(slot=SLOTS)
     def open_consumer(self, slot: int) -> None:
         if slot not in self.consumers:
-            self.consumers[slot] = self.broker.session().create_consumer("g")
+            self.consumers[slot] = self.broker.session(block_on_acknowledge=True).create_consumer("g")
             self.held[slot] = []
 
     @rule(slot=SLOTS)
@@ -106,7 +106,7 @@ class GroupMachine(StoreMachine):
         held = sum(len(h) for h in self.held.values())
         info = self.broker.queue_info("g")
         assert (info.message_count, info.delivering_count) == (len(self.ready) + held, held)
-        with self.broker.session() as s:
+        with self.broker.session(block_on_acknowledge=True) as s:
             seen = [m.message.body for m in s.create_browser("g")]
         assert seen == [x[2] for x in self.ready]
 

@@ -70,10 +70,11 @@ class LimitsMachine(RuleBasedStateMachine):
 
     def _open(self) -> Broker:
         return Broker.open("/s", fs=self.fs, index=self.index, journal_options=OPTS,
-                           checkpoint_records=30, memory_budget=4096)
+                           checkpoint_records=30, memory_budget=4096,
+                           persist_delivery_count_before_delivery=True)
 
     def _sessions(self) -> None:
-        self.session = self.broker.session()
+        self.session = self.broker.session(block_on_acknowledge=True)
         self.consumers = {q: self.session.create_consumer(q, window=1000) for q in LIMITS}
 
     def _room(self, q: str, size: int) -> Optional[List[Candidate]]:

@@ -96,7 +96,7 @@ class PriorityMachine(StoreMachine):
             [b for b in want if by_body[b][0] not in self.returned]
 
     def _attach(self) -> None:
-        self.session = self.broker.session()
+        self.session = self.broker.session(block_on_acknowledge=True)
         self.consumer = self.session.create_consumer("q", window=1000)
         self.red = self.session.create_consumer("q", window=1000, selector="color = 'red'")
 
@@ -218,11 +218,11 @@ class PriorityMachine(StoreMachine):
         info = self.broker.queue_info("q")
         assert (info.message_count, info.delivering_count) == \
             (len(self.ready) + len(self.held), len(self.held))
-        with self.broker.session() as s:
+        with self.broker.session(block_on_acknowledge=True) as s:
             seen = list(itertools.islice((m.message.body for m in s.create_browser("q")),
                                          len(self.ready) + 1))
         self._check(seen, self.ready)
-        with self.broker.session() as s:
+        with self.broker.session(block_on_acknowledge=True) as s:
             for name, items in self.filtered.items():
                 assert [m.message.body for m in s.create_browser(name)] == [x[2] for x in items]
 

@@ -83,7 +83,7 @@ class QpidLvqMachine(StoreMachine):
         self._sessions()
 
     def _sessions(self) -> None:
-        self.session = self.broker.session()
+        self.session = self.broker.session(block_on_acknowledge=True)
         self.consumers = {q: self.session.create_consumer(q, window=1000) for q in FLAVOURS}
 
     @rule(keys=st.lists(st.sampled_from(["a", "b", "c", None]), min_size=1, max_size=3),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
 from typing import List, Optional, Tuple
 
 import pytest
@@ -20,9 +21,21 @@ from mqstore.journal import SimulatedFileSystem
 from mqstore.recovery import MemoryIndex
 
 
+async def until(flag: threading.Event, what: str) -> None:
+    """Return once ``flag`` is set, without blocking the event loop; fail the test with
+    ``what`` after ``PATIENCE`` s."""
+    deadline = time.monotonic() + PATIENCE
+    while not flag.is_set():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never came: {what}")
+        await asyncio.sleep(0.001)
+
+
 def open_store(fs: SimulatedFileSystem, index: MemoryIndex, first: bool = False,
                **queue: object) -> Broker:
-    broker = Broker.open("/s", fs=fs, index=index)
+    # (prefetch with persist-delivery-count-before-delivery: one DELIVERY write per prefetch,
+    # counts back after a crash; without it, a durable message's delivery writes nothing)
+    broker = Broker.open("/s", fs=fs, index=index, persist_delivery_count_before_delivery=True)
     if first:
         broker.create_address("a", [RoutingType.ANYCAST])
         broker.create_queue(QueueConfig("q", "a", **queue))  # type: ignore[arg-type]
@@ -253,8 +266,7 @@ def test_a_receive_cancelled_during_its_durability_wait_keeps_the_message_for_th
         c = s.create_consumer("q")
         syncing, go = slow_fdatasync(fs)
         taking = asyncio.ensure_future(c.receive(PATIENCE))  # takes m0, waits for its record
-        while not syncing.is_set():
-            await asyncio.sleep(0.001)
+        await until(syncing, "the receive's DELIVERY record is being synced")
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):
             await taking
@@ -280,8 +292,7 @@ def test_a_cancelled_receive_on_a_consumer_closed_meanwhile_returns_its_message(
         c = s.create_consumer("q")
         syncing, go = slow_fdatasync(fs)
         taking = asyncio.ensure_future(c.receive(PATIENCE))
-        while not syncing.is_set():
-            await asyncio.sleep(0.001)
+        await until(syncing, "the receive's DELIVERY record is being synced")
         c.close()
         taking.cancel()
         with pytest.raises(asyncio.CancelledError):

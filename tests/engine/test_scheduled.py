@@ -449,12 +449,15 @@ def test_a_crash_returns_a_delivery_to_the_head_of_a_full_ring_as_a_close_does(
     while the only other message is in delivery (in an open transaction); a close cancels that
     one back to the head, and the ring, preferring its tail, deletes it. A crash must end the
     delivery the same way: before, the reopened queue put it back at its place in key order,
-    behind the message that came due, and the ring deleted that one instead."""
+    behind the message that came due, and the ring deleted that one instead. (With the
+    delivery journaled before hand-out: by default a crash leaves no trace of it, and the ring
+    holds both until the next send, test_policies.)"""
     fs, index = SimulatedFileSystem(), MemoryIndex()
     now = [1_700_000_000_000]
 
     def opened(ix: MemoryIndex) -> Broker:
-        return Broker.open("/s", fs=fs, index=ix, clock=lambda: now[0], expiry_scan_ms=0)
+        return Broker.open("/s", fs=fs, index=ix, clock=lambda: now[0], expiry_scan_ms=0,
+                           persist_delivery_count_before_delivery=True)
 
     b = opened(index)
     b.create_address("r")

@@ -22,7 +22,9 @@ OPTS = JournalOptions(segment_size=16 * 1024)
 
 def build(d: str, rounds: int = 3, seed: int = 1) -> None:
     rng = random.Random(seed)
-    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0)
+    # (deliveries journaled as they are handed out: a journal with every kind of record)
+    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0,
+                    persist_delivery_count_before_delivery=True)
     if not b.address_names():
         b.create_address("orders", {RoutingType.ANYCAST})
         b.create_address("events", {RoutingType.MULTICAST})

@@ -34,7 +34,7 @@ def _acked_out_of_order(d: str) -> Dict[str, int]:
         b.create_queue(QueueConfig("q", "q"))
         b.create_address("keep")
         b.create_queue(QueueConfig("keep", "keep"))
-        with b.session() as s:
+        with b.session(block_on_acknowledge=True) as s:  # (the acks' facts applied on return)
             for i in range(N):
                 s.send("q", Message(f"m{i}".encode() * 8))
                 if i % 10 == 0:

@@ -16,7 +16,9 @@ OPTS = JournalOptions(segment_size=16 * 1024)
 def build_rich(d: str) -> None:
     """Write the store at ``d`` (a new directory) and close it cleanly."""
     clock = [int(time.time() * 1000)]  # injected: scheduled messages come due when it moves
-    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0, clock=lambda: clock[0])
+    # (every delivery journaled: a journal with every kind of record, and redeliveries)
+    b = Broker.open(d, journal_options=OPTS, checkpoint_records=0, clock=lambda: clock[0],
+                    persist_delivery_count_before_delivery=True)
     for name in ("work", "DLA", "expired", "bulk", "ring", "lvq", "temp", "temp2", "alt"):
         b.create_address(name, {RoutingType.ANYCAST})
     b.set_address_settings("work", AddressSettings(max_delivery_attempts=2,

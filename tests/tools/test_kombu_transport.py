@@ -68,8 +68,12 @@ def test_no_ack_consumers_and_purge(tmp_path: Path) -> None:
         assert b.queue_info("a").message_count == 0
 
 
-def test_a_killed_consumer_process_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("persist", [False, True])
+def test_a_killed_consumer_process_loses_nothing(tmp_path: Path, persist: bool) -> None:
+    """Never lost; flagged redelivered when the store journals each delivery before hand-out
+    (a transport option), else back with the count of its last return (the default)."""
     d = tmp_path / "s"
+    options = {"open": {"persist_delivery_count_before_delivery": True}} if persist else {}
     with Connection(url(d)) as conn:
         q = conn.SimpleQueue("jobs")
         q.put({"n": 7})
@@ -78,7 +82,7 @@ def test_a_killed_consumer_process_loses_nothing(tmp_path: Path) -> None:
         import os, signal, sys
         import mqstore.kombu
         from kombu import Connection
-        conn = Connection({url(d)!r})
+        conn = Connection({url(d)!r}, transport_options={options!r})
         m = conn.SimpleQueue("jobs").get(timeout=5)
         print(m.payload["n"], flush=True)
         os.kill(os.getpid(), signal.SIGKILL)  # mid-task, never acked
@@ -89,7 +93,7 @@ def test_a_killed_consumer_process_loses_nothing(tmp_path: Path) -> None:
     with Connection(url(d)) as conn:
         q = conn.SimpleQueue("jobs")
         m = q.get(timeout=1)
-        assert m.payload == {"n": 7} and m.delivery_info.get("redelivered")
+        assert m.payload == {"n": 7} and bool(m.delivery_info.get("redelivered")) == persist
         m.ack()
         q.close()
 

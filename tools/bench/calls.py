@@ -97,9 +97,9 @@ def measure(messages: int, persist: bool, directory: Optional[str] = None,
 
 def run(messages: int, directory: Optional[str], top: int,
         progress: Callable[[str], None]) -> List[CallsFigure]:
-    """Both settings, default (True) first."""
+    """Both settings, the default (False, Artemis's) first."""
     out = []
-    for persist in (True, False):
+    for persist in (False, True):
         progress(f"persist_delivery_count_before_delivery={persist}")
         out.append(measure(messages, persist, directory, top))
     return out

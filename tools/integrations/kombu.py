@@ -9,10 +9,15 @@ transport (the one the filesystem and SQLAlchemy transports use) over the mqstor
   message with ``delivery_mode`` 2 (kombu's default) is durable: ``publish`` returns once it
   is (the fsync that covers it);
 - a message taken by a consumer is in delivery in mqstore until kombu acks it: ``ack`` is
-  mqstore's durable ack; ``reject(requeue=True)``, a closed channel and a crashed process
-  all give the message back (redelivered, ``delivery_info["redelivered"]``) instead of losing
-  it, which kombu's in-memory bookkeeping alone could not (Celery's ``acks_late`` means
-  something here); ``reject()`` without requeue applies the address's dead-letter settings;
+  mqstore's ack (durable at the journal's next group commit, as the broker's default);
+  ``reject(requeue=True)``, a closed channel and a crashed process all give the message back
+  instead of losing it, which kombu's in-memory bookkeeping alone could not (Celery's
+  ``acks_late`` means something here). A requeue and a closed channel mark it redelivered
+  (``delivery_info["redelivered"]``); after a crashed process it is marked so when the store
+  is opened with ``transport_options={"open": {"persist_delivery_count_before_delivery":
+  True}}`` (each delivery journaled first, as RabbitMQ records deliveries), else it comes
+  back with the count of its last return (the broker's default, Artemis's); ``reject()``
+  without requeue applies the address's dead-letter settings;
 - exchanges and bindings are kombu's own (in process), as for every virtual transport.
 
 The URL's path is the store directory: ``mqstore:///var/lib/app/store`` (absolute),
