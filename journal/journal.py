@@ -22,8 +22,7 @@ from asyncio import CancelledError, get_running_loop
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .errors import (DirectoryLockedError, InvalidRecordError, JournalBehindError,
-                     JournalClosedError, JournalFailedError, JournalIOError, ReadOnlyError,
-                     RecordTooLargeError)
+                     JournalClosedError, JournalFailedError, JournalIOError, ReadOnlyError)
 from .codec import pack_records, parent_of
 from .format import FRAME_OVERHEAD, encode_frame
 from .fs import FileSystem, OsFileSystem

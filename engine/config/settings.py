@@ -278,7 +278,10 @@ class SettingsRepository:
     def resolve(self, address: str) -> AddressSettings:
         """The effective settings of ``address``: defaults, then matches least to most
         specific."""
-        got = self._cache.get(address)
+        cache = self._cache
+        if address in cache:  # (every send asks: a test, not a call)
+            return cache[address]
+        got = cache.get(address)
         if got is None:
             got = DEFAULTS
             for pattern in matching(list(self.entries), address, self.syntax):

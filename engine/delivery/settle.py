@@ -233,6 +233,8 @@ def serve_waiters(broker: BrokerCore, queue: Queue) -> None:
     """Give available messages to consumers blocked in receive, longest waiting first; a
     waiter whose consumer has no credit, or may not receive (an exclusive queue's other
     consumers), keeps its place."""
+    if not queue.waiters:  # (most calls: nobody waits)
+        return
     kept = []
     while queue.waiters and (queue.ready_count() or queue.paged.count()):
         waiter = queue.waiters.popleft()

@@ -21,7 +21,7 @@ from mqstore.journal import Journal, JournalError, Location, Ticket
 from ..paging.memory import give_back_memory
 from mqstore.recovery import IndexStore, StoreImage, rebuild, write_index
 from mqstore.recovery.errors import IndexInvalidError
-from mqstore.recovery.schema import RecordKind, body_in
+from mqstore.recovery.schema import body_in
 
 log = logging.getLogger("mqstore.engine")  # the engine layer's logger
 
@@ -29,6 +29,7 @@ READ_CACHE = 8  # decoded records kept for body reads
 MAX_BACKOFF_DOUBLINGS = 6  # failed checkpoints back off to at most 64 x checkpoint_records
 OVERLAY_PER_RECORD = 4  # changed index entries per record a checkpoint is due after (a plain
 # MESSAGE record changes two: its message and its reference)
+OVERLAY_CHECK = 16  # writes between two counts of the overlay (``checkpoint_due``)
 
 
 class DeferredSink:
@@ -107,6 +108,7 @@ class Persistence:
         self.sink = DeferredSink(journal)
         self.checkpoint_records = checkpoint_records
         self.since_checkpoint = 0
+        self._writes = 0  # checkpoint_due's calls (it counts the overlay at every 16th)
         self.last_checkpoint_lsn = 0
         self.checkpoint_failures = 0
         self.last_checkpoint_error = ""
@@ -197,7 +199,12 @@ class Persistence:
             return False
         if self.retry_after:  # the last ones failed: back off, whatever piles up meanwhile
             return self.since_checkpoint >= self.retry_after
-        return n <= self.since_checkpoint or \
+        if n <= self.since_checkpoint:
+            return True
+        # the overlay is counted at every OVERLAY_CHECK-th write, not at each (asyncio's
+        # sends write one record each): it may pass its bound by what those writes change
+        self._writes += 1
+        return self._writes % OVERLAY_CHECK == 0 and \
             sum(len(t.dirty) for t in self.image.tables.all()) >= OVERLAY_PER_RECORD * n
 
     def checkpoint(self, extras: Optional[Dict[str, Any]] = None) -> int:

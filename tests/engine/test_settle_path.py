@@ -96,6 +96,28 @@ def test_a_later_durable_send_makes_an_earlier_ack_durable() -> None:
         reopened.close()
 
 
+def test_acks_that_do_not_wait_still_free_their_records_once_durable(tmp_path) -> None:
+    """An application that only acks (no send, no wait) still gets its journal space back: an
+    ack applies what the earlier acks made dead once they are durable (their messages' records
+    die, so the segments they fill can go)."""
+    with Broker.open(str(tmp_path / "s"), journal_options=JournalOptions(segment_size=4096),
+                     checkpoint_records=0) as broker:
+        broker.create_address("a")
+        broker.create_queue(QueueConfig("q", "a"))
+        session = broker.session()  # the default: acks do not wait
+        session.send_many("a", [Message(b"x" * 200) for _ in range(60)])
+        journal = broker.storage.persistence.journal
+        got = session.create_consumer("q").receive_many(60, 5)
+        assert len(got) == 60
+        session.ack_many(got[:59])
+        acked_lsn = journal.statistics().next_lsn - 1
+        wait_for(lambda: journal.statistics().durable_lsn >= acked_lsn,
+                 "the journal's writer syncs the acks")
+        live_before = journal.statistics().live_records
+        got[59].ack()  # applies what the first acks made dead
+        assert journal.statistics().live_records < live_before - 50
+
+
 def test_asyncio_acks_without_waiting_and_a_clean_close_keeps_them(tmp_path) -> None:
     d = str(tmp_path / "s")
     with Broker.open(d) as broker:
