@@ -50,7 +50,7 @@ __all__ = ["HEAD_SHIFT", "head_order", "is_head_order", "AddressImage", "Livenes
 
 
 _MESSAGE, _TX, _DUE = int(RecordKind.MESSAGE), int(RecordKind.TX), int(RecordKind.DUE)
-_ACK = int(RecordKind.ACK)
+_ACK, _DELIVERY = int(RecordKind.ACK), int(RecordKind.DELIVERY)
 class NullSink:
     """A sink that ignores liveness (read-only inspection)."""
 
@@ -176,7 +176,12 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
         """
         self._sink = sink
         for (kind, payload), location in zip(records, locations):
-            if kind == _MESSAGE or kind == _ACK:
+            if kind == _DELIVERY:
+                if lsn > self.last_lsn:
+                    self.last_lsn = lsn
+                self._folding = None
+                self._delivery(payload, location, sink)
+            elif kind == _MESSAGE or kind == _ACK:
                 if lsn > self.last_lsn:
                     self.last_lsn = lsn
                 self._folding = None
@@ -357,13 +362,9 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
                 self._remove_ref(queue, gone, msg, sink, placed=False)
                 self._release_msg(msg, sink, key)
                 return msg.location
-        slot = msg.slot
-        ref = self.tables.qref.get(TRIPLE.pack(qid, msg.lane << LANE_SHIFT | msg.lsn,
-                                               slot if slot > 0 else 0))  # at msg.order
+        ref, _where = self._ref_of(qid, mid, msg)
         if ref is None:
-            ref = self.ref(qid, mid, msg)  # moved (scheduled, or onto the head)
-            if ref is None:
-                return None
+            return None
         if ref.mid != mid:
             raise IndexInvalidError(f"queue {qid} holds message {ref.mid} where message {mid} "
                                     f"belongs")
@@ -376,6 +377,17 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
             self.counted.add(qid)
         self._release_msg(msg, sink, key)
         return msg.location
+
+    def _ref_of(self, qid: int, mid: int, msg: MessageImage
+                ) -> Tuple[Optional[RefImage], Optional[bytes]]:
+        """Message ``mid``'s reference on queue ``qid`` (``ref``, as the folds look it up) and
+        its ``qref`` key when it is at its message's order key (most are), else ``None``."""
+        slot = msg.slot
+        where = TRIPLE.pack(qid, msg.lane << LANE_SHIFT | msg.lsn, slot if slot > 0 else 0)
+        ref = self.tables.qref.get(where)  # (order_key(qid, msg.order), inline)
+        if ref is not None:
+            return ref, where
+        return self.ref(qid, mid, msg), None  # moved (scheduled, or onto the head)
 
     def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
                     sink: LivenessSink, placed: bool = True) -> None:
@@ -449,13 +461,15 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
 
     def _delivery(self, p: Mapping[str, Any], location: Location, sink: LivenessSink) -> None:
         qid, mid = int(p["q"]), int(p["m"])
-        ref = self.ref(qid, mid) if qid in self.queues else None
+        msg = self.tables.msg.get(ID.pack(mid)) if qid in self.queues else None
+        ref, where = self._ref_of(qid, mid, msg) if msg is not None else (None, None)
         if ref is None:
             sink.mark_dead([location])
             return
-        self._superseded(ref.delivery_location, sink)
-        busy = not p.get("r", False)
-        key = ref_key(qid, mid)
+        if ref.delivery_location is not None:
+            self._superseded(ref.delivery_location, sink)
+        busy = not ("r" in p and p["r"])
+        key = PAIR.pack(qid, mid)  # ref_key
         if busy and not ref.in_delivery:
             self.tables.busy.put(key, list(location), fresh=True)
         elif busy:
@@ -465,8 +479,9 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
         ref.delivery_count = int(p["n"])
         ref.delivery_location = location
         ref.in_delivery = busy
-        self._hold(location)
-        at = int(p.get("at", 0)) if not busy else 0
+        seglive, seg = self.seglive, location.segment
+        seglive[seg] = seglive[seg] + 1 if seg in seglive else 1  # _hold
+        at = int(p["at"]) if not busy and "at" in p else 0
         if at and at != ref.at:  # returned through the scheduled buffer (redelivery delay);
             # already there when a rebuild replays it without the DUE record that had put it
             # on the head (that record died when the reference left the head)
@@ -478,7 +493,10 @@ class StoreImage(SegmentHolds, ReferenceMoves, QueueDeletions):
                 ref.order = msg.order
             self._schedule(queue, ref, mid)
             return
-        self._put_ref(qid, ref)
+        if where is not None:  # _put_ref, where it was found
+            self.tables.qref.put(where, ref)
+        else:
+            self._put_ref(qid, ref)
 
     def _tx(self, p: Mapping[str, Any], location: Location, lsn: int, sink: LivenessSink) -> None:
         """Messages first, then acks: an ack in the record may remove a message of the same

@@ -6,6 +6,7 @@ Subcommands live in their own modules; this module only wires them together. Exi
 
 from __future__ import annotations
 
+import shutil
 from typing import Any, List, Optional
 
 import click
@@ -248,31 +249,22 @@ def bench_scheduled(sizes: str, directory: Optional[str]) -> None:
               help="How many of the most-called functions to list.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Where to put the scratch store (default: tmpfs when there is one).")
-def bench_calls(messages: int, top: int, directory: Optional[str]) -> None:
+@click.option("--instructions", is_flag=True,
+              help="Also count CPU instructions per message with valgrind's callgrind "
+                   "(repeatable where CPU time is not; needs valgrind; minutes).")
+def bench_calls(messages: int, top: int, directory: Optional[str],
+                instructions: bool) -> None:
     """Python function calls per message on the batch path (send_many 100, receive_many,
     ack_many; 1 KiB durable), and CPU per message, for both settings of
     persist-delivery-count-before-delivery; target <= 80 calls by default (issue 38)."""
-    from .bench.calls import run
+    from .bench.calls import show
 
     if messages < 100:
         raise click.BadParameter("--messages is a whole number >= 100")
-    with console.status("measuring...") as status:
-        figures = run(messages, directory, top, lambda m: status.update(m))
-    for f in figures:
-        t = Table(title=f"persist_delivery_count_before_delivery={f.persist}: the functions "
-                        f"called most")
-        t.add_column("calls/msg", justify="right", no_wrap=True)
-        t.add_column("function")
-        for calls, name in f.top:
-            t.add_row(f"{calls:.1f}", name)
-        console.print(t)
-    for f in figures:  # one line each, never wrapped: what a script greps
-        console.print(f"persist_delivery_count_before_delivery={f.persist}"
-                      f"{' (the default)' if not f.persist else ''}: "
-                      f"{f.calls_per_message:.0f} calls per message"
-                      f"{' (target <= 80)' if not f.persist else ''}, "
-                      f"{f.cpu_us:.1f} µs CPU per message without the profiler, "
-                      f"{f.messages:,} messages", soft_wrap=True)
+    if instructions and shutil.which("valgrind") is None:
+        raise click.UsageError("--instructions needs valgrind (Debian: apt-get install "
+                               "valgrind)")
+    show(console, messages, directory, top, instructions)
 
 
 @bench.command("selectors")

@@ -171,7 +171,8 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
             continue
         lsn = ref.order[0] & LSN_MASK  # lsn_in
         if persist or lsn == 0:
-            records.append(_delivery_record(ref))
+            records.append((_DELIVERY, {"q": ref.queue.id, "m": msg.mid,  # schema.delivery
+                                        "n": ref.delivery_count}))
         elif lsn > durable:
             unsynced.append(ref)
     if expired:

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import cProfile
 import pstats
+import shutil
 from pathlib import Path
+
+import pytest
 
 from click.testing import CliRunner
 
-from mqstore.tools.bench.calls import measure
+from mqstore.tools.bench.calls import instructions, measure
 from mqstore.tools.cli import main
 
 
@@ -41,3 +44,23 @@ def test_the_command_prints_both_settings(tmp_path: Path) -> None:
     assert result.output.count("calls per message") == 2
     bad = CliRunner().invoke(main, ["bench", "calls", "--messages", "50"])
     assert bad.exit_code == 2 and "--messages" in bad.output
+
+
+def test_instructions_are_the_difference_of_two_counted_runs_over_the_messages(
+        tmp_path: Path) -> None:
+    """A stand-in for valgrind that counts what its child was asked to do: the figure is
+    (count with N messages - count with none) / N, each child run for real."""
+    fake = tmp_path / "valgrind"
+    fake.write_text("#!/bin/sh\n"
+                    "shift 2\n"  # --tool=callgrind --callgrind-out-file=/dev/null
+                    '"$@" || exit 1\n'  # the child itself: it must succeed
+                    'echo "==1== Collected : $((1000000 + 7 * $4))" >&2\n')
+    fake.chmod(0o755)
+    got = instructions(200, False, str(tmp_path), valgrind=str(fake))
+    assert got == 7.0
+    assert [p.name for p in tmp_path.iterdir()] == ["valgrind"]  # scratch stores removed
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_instructions_under_valgrind_count_the_messages() -> None:
+    assert instructions(100, False) > 10_000  # some real work per message, never 0
