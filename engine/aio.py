@@ -2,8 +2,10 @@
 
 The locked parts run in the event loop thread (they only append to the journal's open batch);
 waiting for durability awaits the journal ticket, so thousands of tasks share one group commit
-without a thread each. ``receive`` waits on a future the broker resolves from whichever thread
-makes a message available.
+without a thread each. The sends the tasks make in one iteration of the loop are placed together
+at its end (``_SendBatch``: one lock, route and journal write per destination), in the order
+they were made. ``receive`` waits on a future the broker resolves from whichever thread makes a
+message available.
 """
 
 from __future__ import annotations
@@ -11,8 +13,11 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Optional, Sequence
+import weakref
+from typing import Any, List, Optional, Sequence, Tuple
 
+from .addressing.names import Destination
+from .errors import MqStoreError
 from .paging.addressfull import deadline_of, timed_out
 from .model import Message
 from .queues.queue import MessageRef
@@ -74,10 +79,10 @@ class AsyncConsumer:
         """
         timeout = check_timeout(timeout)
         c = self.consumer
-        waiter = _AsyncWaiter(c, asyncio.get_running_loop())
-        got = c._take_or_wait(waiter)
+        loop = asyncio.get_running_loop()
+        got, waiter = c._take_or_wait(lambda: _AsyncWaiter(c, loop))
         try:
-            if got is None:
+            if waiter is not None:
                 # a timeout resolves the future empty (cheaper than asyncio.timeout's
                 # cancellation, which a receive pays for on every wait)
                 timer = None if timeout is None else \
@@ -92,7 +97,7 @@ class AsyncConsumer:
                     return None
             await c.session.broker.storage.wait_async(got[1])
         except asyncio.CancelledError:
-            got = got or c._stop_waiting(waiter)
+            got = got or (c._stop_waiting(waiter) if waiter is not None else None)
             if got is not None:
                 c._keep_for_later(*got)
             raise
@@ -124,6 +129,93 @@ class AsyncConsumer:
         self.consumer.close()
 
 
+Outcome = Tuple[Optional[Ticket], List[Message]]  # a send's ticket and what waits for room
+
+
+class _SendBatch:
+    """The sends the tasks of one event-loop iteration make (``AsyncSession.send``), placed
+    together at the end of the iteration: one broker lock, one route and one journal write (one
+    fold) per destination for all of them, instead of one each (issue 38; the journal already
+    shares one fsync among them). Each send keeps its own outcome: when placing a destination's
+    sends together raises (a routing error, a record too large, a full FAIL address), nothing
+    of them was placed, and each is placed alone, as it would have been without the batch, its
+    error going to its own task. Sends are placed in the order they were made, whether or not
+    the task that made one is cancelled meanwhile (as a send placed at once is not undone by a
+    cancelled wait)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.items: List[Tuple[Session, Destination, List[Message], "asyncio.Future[Outcome]"]] = []
+
+    def add(self, session: Session, dest: Destination, messages: List[Message]
+            ) -> "asyncio.Future[Outcome]":
+        """Queue a send of checked ``messages``; the future gets its outcome."""
+        if not self.items:
+            self.loop.call_soon(self.flush)
+        future: "asyncio.Future[Outcome]" = self.loop.create_future()
+        self.items.append((session, dest, messages, future))
+        return future
+
+    def flush(self) -> None:
+        items, self.items = self.items, []
+        if not items:
+            return
+        try:
+            start = 0
+            while start < len(items):  # runs of sends to one destination of one broker
+                broker, dest = items[start][0].broker, items[start][1]
+                end = start + 1
+                while end < len(items) and items[end][1] == dest and \
+                        items[end][0].broker is broker:
+                    end += 1
+                with broker.lock:
+                    self._place(broker, dest, items[start:end])
+                start = end
+        except BaseException as exc:  # noqa: BLE001 - never leave a send's task waiting
+            for _s, _d, _m, future in items:
+                if not future.done():
+                    future.set_exception(exc)
+
+    @staticmethod
+    def _place(broker: Any, dest: Destination,
+               run: List[Tuple[Session, Destination, List[Message], "asyncio.Future[Outcome]"]]
+               ) -> None:
+        if len(run) > 1 and not broker.owners:  # (no-local queues would need each sender)
+            try:
+                for session, _d, _m, _f in run:
+                    session._check()
+                ticket, blocked = run[0][0]._send_some(dest, [m for item in run
+                                                              for m in item[2]])
+            except MqStoreError:
+                pass  # each alone below: its own outcome
+            else:
+                waiting = {id(m) for m in blocked}
+                for _s, _d, messages, future in run:
+                    if not future.done():
+                        future.set_result((ticket, [m for m in messages if id(m) in waiting]))
+                return
+        for session, _d, messages, future in run:
+            try:
+                outcome = session._send_some(dest, messages)
+            except MqStoreError as exc:
+                if not future.done():
+                    future.set_exception(exc)
+            else:
+                if not future.done():
+                    future.set_result(outcome)
+
+
+_batches: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SendBatch]" = \
+    weakref.WeakKeyDictionary()
+
+
+def _batch_for(loop: asyncio.AbstractEventLoop) -> _SendBatch:
+    batch = _batches.get(loop)
+    if batch is None:
+        batch = _batches[loop] = _SendBatch(loop)
+    return batch
+
+
 class AsyncSession:
     """An asyncio view of a ``Session``. Create with ``AsyncSession(broker.session())``."""
 
@@ -134,6 +226,9 @@ class AsyncSession:
                    timeout: Optional[float] = None) -> None:
         """Send one message; returns when it is durable. On a full BLOCK address it awaits
         room (``timeout`` seconds; ``None``: as long as it takes) without blocking the loop.
+        Outside a transaction the message is placed at the end of this iteration of the loop,
+        with the other tasks' sends of the iteration, in the order they were made (a send
+        cancelled meanwhile is placed all the same, as a send placed at once would be).
 
         Raises:
             As ``Session.send``.
@@ -153,6 +248,11 @@ class AsyncSession:
         deadline = deadline_of(check_timeout(timeout))
         loop = asyncio.get_running_loop()
         ticket = None
+        if not s.transacted:  # placed with the other sends of this loop iteration
+            ticket, pending = await _batch_for(loop).add(s, dest, pending)
+            if not pending:
+                await broker.storage.wait_async(ticket)
+                return
         while True:
             with broker.lock:
                 got, pending = s._send_some(dest, pending)

@@ -10,7 +10,7 @@ which keeps what was received (``engine.session``).
 from __future__ import annotations
 
 import threading
-from typing import Any, Dict, List, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
 from .routing import autocreate
 from .delivery import settle as ops
@@ -45,6 +45,7 @@ class Owner(Protocol):
     def _release_begin(self, d: "Delivery") -> Optional[Ticket]: ...
 
 DEFAULT_WINDOW = 1000
+_ACKED = AckReason.ACKED.value  # read once: an enum member's value costs calls
 
 
 class Delivery(ReceivedMessage):
@@ -73,7 +74,7 @@ class Delivery(ReceivedMessage):
         default; in a session made with ``block_on_acknowledge=True``, once it is durable
         (``Session``)."""
         s = self._session
-        ticket = s._settle_begin(self, AckReason.ACKED.value)
+        ticket = s._settle_begin(self, _ACKED)
         if s.block_on_acknowledge:
             s.broker.storage.wait(ticket)
         else:
@@ -175,24 +176,27 @@ class Consumer:
         """The next reference taken for this consumer and the ticket of its DELIVERY record
         (not waited on yet), waiting up to ``timeout`` seconds for one; ``None`` on
         timeout."""
-        waiter = _Waiter(self)
-        got = self._take_or_wait(waiter)
-        if got is None:
+        got, waiter = self._take_or_wait(lambda: _Waiter(self))
+        if waiter is not None:
             waiter.event.wait(timeout)
             got = self._stop_waiting(waiter)
         return got
 
-    def _take_or_wait(self, waiter: Any) -> Optional[Tuple[MessageRef, Optional[Ticket]]]:
-        """Take the head now, or register ``waiter`` to be handed the next message."""
+    def _take_or_wait(self, make: Callable[[], Any]
+                      ) -> Tuple[Optional[Tuple[MessageRef, Optional[Ticket]]], Any]:
+        """Take the head now (and the ticket to wait on), or register a waiter, made by
+        ``make()`` only then, to be handed the next message. Returns ``(taken, None)`` or
+        ``(None, waiter)``."""
         broker = self.session.broker
         with broker.lock:
             self._check()
             refs, ticket = self._take_now(1)
             if not refs:
+                waiter = make()
                 self.queue.waiters.append(waiter)
                 self.waiting.append(waiter)
-                return None
-            return refs[0], ticket
+                return None, waiter
+            return (refs[0], ticket), None
 
     def _keep_for_later(self, ref: MessageRef, ticket: Optional[Ticket]) -> None:
         """A reference taken for a receive that did not hand it out (cancelled): first in the

@@ -35,7 +35,8 @@ from .values import TIME_MAX, check_bool, check_int, check_timeout
 from mqstore.journal import Ticket
 from mqstore.recovery.schema import AckReason
 
-_ACKED = AckReason.ACKED.value  # read once: an enum member's value costs calls
+# read once: an enum member's value costs calls
+_ACKED, _REJECTED = AckReason.ACKED.value, AckReason.REJECTED.value
 
 
 class Session:
@@ -370,7 +371,7 @@ class Session:
             object.__setattr__(d, "state", "settled")
             self._forget(d)
             queue = d._ref.queue
-            if reason == AckReason.REJECTED.value and not queue.non_destructive and \
+            if reason == _REJECTED and not queue.non_destructive and \
                     ops.in_delivery(d._ref):
                 queue.settle(d._ref)
                 ticket = move_out(broker, [(d._ref, reason)])
