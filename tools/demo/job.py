@@ -81,8 +81,11 @@ def produce(broker: Broker, flights: Sequence[Flight], start: int, batch: int,
 
 
 def work(broker: Broker, stop: threading.Event, event: Event, batch: int = 200) -> None:
-    """Consume and ack ``flights.ops`` until ``stop`` is set and the queue is drained."""
-    with broker.session() as s:
+    """Consume and ack ``flights.ops`` until ``stop`` is set and the queue is drained. The
+    acks wait for their fsync (``block_on_acknowledge=True``; by default, Artemis's, an ack is
+    durable at the next group commit), since "acked" is reported as durable: the check after
+    the kill counts on it."""
+    with broker.session(block_on_acknowledge=True) as s:
         consumer = s.create_consumer(WORK_QUEUE, window=batch)
         while True:
             got = consumer.receive_many(batch, timeout=0.2)
