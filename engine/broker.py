@@ -28,7 +28,8 @@ from .errors import (AddressNotFoundError, BrokerFailedError, IllegalStateError,
                      QueueNotFoundError)
 from .lifecycle import open_broker
 from .management import BrokerManagement
-from .model import AddressInfo, BrokerStatistics, QueueConfig, QueueInfo, now_ms
+from .model import AddressInfo, QueueConfig, QueueInfo, now_ms
+from .statistics import BrokerStatistics
 from .paging.addressfull import AddressSizes, Room
 from .paging.memory import DEFAULT_BUDGET, IndexReader, MemoryBudget, MessageCache
 from .paging.pagefile import PageFile

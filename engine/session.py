@@ -29,14 +29,14 @@ from .addressing.names import (FQQN_SEPARATOR, MULTICAST_PREFIX, Destination, pa
                     queue_reference)
 from .delivery.browser import Browser
 from .consumer import DEFAULT_WINDOW, Consumer, Delivery
-from .routing.placement import check_sendable, must_wait
+from .routing.placement import must_wait
+from .routing.route import check_sendable
 from .queues.queue import Queue
 from .values import TIME_MAX, check_bool, check_int, check_timeout
 from mqstore.journal import Ticket
 from mqstore.recovery.schema import AckReason
 
-# read once: an enum member's value costs calls
-_ACKED, _REJECTED = AckReason.ACKED.value, AckReason.REJECTED.value
+_ACKED, _REJECTED = AckReason.ACKED.value, AckReason.REJECTED.value  # (read once: calls)
 
 
 class Session:
@@ -326,7 +326,6 @@ class Session:
         """
         broker = self.broker
         with broker.lock:
-            broker.storage.check_open()
             self._check()
             for d in deliveries:
                 if d.state != "delivered":
@@ -336,15 +335,10 @@ class Session:
                     object.__setattr__(d, "state", "acked-in-tx")
                     object.__setattr__(d, "_reason", _ACKED)
                 return
-            received = self.received
             queues: List[Queue] = []
             for d in deliveries:
                 object.__setattr__(d, "state", "settled")
-                key = id(d)  # _forget, inline (once per message)
-                if d._consumer is not None and key in d._consumer.unacked:
-                    del d._consumer.unacked[key]
-                if key in received:
-                    del received[key]
+                self._forget(d)
                 queue = d._ref.queue
                 if queue not in queues:  # (a batch's deliveries come from one queue or few)
                     queues.append(queue)
@@ -398,9 +392,11 @@ class Session:
             return ops.cancel(broker, [d._ref])
 
     def _forget(self, d: Delivery) -> None:
-        if d._consumer is not None:  # O(1), not a look in every consumer of the session
-            d._consumer.unacked.pop(id(d), None)
-        self.received.pop(id(d), None)
+        key, received = id(d), self.received  # (tests, not calls: once per message acked)
+        if d._consumer is not None and key in d._consumer.unacked:  # O(1), not a look in
+            del d._consumer.unacked[key]  # every consumer of the session
+        if key in received:
+            del received[key]
 
     # -- transactions -------------------------------------------------------------------------
     def commit(self) -> None:

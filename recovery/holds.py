@@ -12,8 +12,9 @@ from .entries import AddressImage, DeletedQueueImage, MessageImage, QueueImage
 
 
 class SegmentHolds:
-    """Location accounting (a mixin of ``StoreImage``, first among its bases: the other
-    mixins name ``_hold``, ``_drop`` and ``_superseded`` without defining them)."""
+    """Location accounting (a mixin of ``StoreImage``, before the mixins that name ``_hold``,
+    ``_drop`` and ``_superseded`` with stub methods; ``recovery.settling``, first, names them
+    only as annotations)."""
 
     seglive: Dict[int, int]
     addresses: Dict[int, AddressImage]

@@ -31,7 +31,8 @@ from ..queues.groups import take_for
 from ..model import Message
 from ..addressing.names import Destination
 from ..routing.placement import (ACK_BOUND, Placement, Removal, admission, chunks, forget,
-                                 record_bound, record_bounds, route, route_many)
+                                 record_bound, record_bounds)
+from ..routing.route import route, route_many
 from ..queues.queue import MessageRef, Queue
 from ..queues.refs import lane_in, lsn_in
 from ..scheduling.due import promote_due, redelivery_delay

@@ -144,7 +144,7 @@ class _Room:
 
 def _any_limited(routed: Sequence[Any]) -> bool:
     """Whether a queue of ``routed`` has a Qpid limit (each queue list looked at once when
-    the messages share it, ``engine.routing.placement.route_many``)."""
+    the messages share it, ``engine.routing.route.route_many``)."""
     last = None
     for (_addr, queues), _msg in routed:
         if queues is not last:

@@ -63,7 +63,7 @@ class Queue(QueueBacklog):
                  pages: Optional[PageFile] = None) -> None:
         self.id = qid
         self.config = config
-        # what may enter (``engine.routing.placement.route``); checked by ``create_queue`` before it
+        # what may enter (``engine.routing.route.route``); checked by ``create_queue`` before it
         # was journaled, so only a store written by another version gets an UnusableFilter
         self.filter = stored_filter(config.filter)
         self.cache = cache

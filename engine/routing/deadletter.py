@@ -23,7 +23,8 @@ from .core import BrokerCore
 from .autocreate import maybe_delete
 from ..model import Message
 from ..addressing.names import Destination
-from .placement import Placement, body_of, forget, route
+from .placement import Placement, body_of, forget
+from .route import route
 from ..queues.queue import MessageRef, Queue
 from mqstore.journal import Ticket
 from mqstore.recovery import schema

@@ -24,7 +24,8 @@ from .core import BrokerCore
 from .deadletter import copy_of
 from ..model import Message
 from ..addressing.names import Destination
-from .placement import ACK_BOUND, Placement, forget, record_bound, route
+from .placement import ACK_BOUND, Placement, forget, record_bound
+from .route import route
 from ..queues.queue import MessageRef, Queue
 from ..values import TIME_MAX
 from mqstore.journal import Ticket
