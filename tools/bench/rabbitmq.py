@@ -20,8 +20,8 @@ Workloads (durable queue, persistent 1 KiB messages):
   acked messages; without the consumer, confirmed ones (``send``).
 
 RabbitMQ's acks have no confirm: an ack is done for the client once written to the socket, as
-with mqstore's ``block_on_acknowledge=False``. CPU figures are the bench process's tree, which
-includes the server (the bench's child), so they are the whole system's CPU per message.
+with mqstore's default ``block_on_acknowledge=False``. CPU figures are the bench process's tree,
+which includes the server (the bench's child), so they are the whole system's CPU per message.
 """
 
 from __future__ import annotations
