@@ -143,16 +143,17 @@ class _SendBatch:
     the task that made one is cancelled meanwhile (as a send placed at once is not undone by a
     cancelled wait)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+    def __init__(self) -> None:
+        # (no reference to the loop: the loop is the key that holds this batch, weakly)
         self.items: List[Tuple[Session, Destination, List[Message], "asyncio.Future[Outcome]"]] = []
 
-    def add(self, session: Session, dest: Destination, messages: List[Message]
-            ) -> "asyncio.Future[Outcome]":
-        """Queue a send of checked ``messages``; the future gets its outcome."""
+    def add(self, loop: asyncio.AbstractEventLoop, session: Session, dest: Destination,
+            messages: List[Message]) -> "asyncio.Future[Outcome]":
+        """Queue a send of checked ``messages`` on ``loop`` (the running one); the future gets
+        its outcome."""
         if not self.items:
-            self.loop.call_soon(self.flush)
-        future: "asyncio.Future[Outcome]" = self.loop.create_future()
+            loop.call_soon(self.flush)
+        future: "asyncio.Future[Outcome]" = loop.create_future()
         self.items.append((session, dest, messages, future))
         return future
 
@@ -212,7 +213,7 @@ _batches: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SendBatch]" = \
 def _batch_for(loop: asyncio.AbstractEventLoop) -> _SendBatch:
     batch = _batches.get(loop)
     if batch is None:
-        batch = _batches[loop] = _SendBatch(loop)
+        batch = _batches[loop] = _SendBatch()
     return batch
 
 
@@ -249,7 +250,7 @@ class AsyncSession:
         loop = asyncio.get_running_loop()
         ticket = None
         if not s.transacted:  # placed with the other sends of this loop iteration
-            ticket, pending = await _batch_for(loop).add(s, dest, pending)
+            ticket, pending = await _batch_for(loop).add(loop, s, dest, pending)
             if not pending:
                 await broker.storage.wait_async(ticket)
                 return

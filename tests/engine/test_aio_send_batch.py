@@ -7,7 +7,9 @@ a cancelled send's message is placed all the same (as one placed at once is)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
+import weakref
 from pathlib import Path
 from typing import List
 
@@ -110,4 +112,17 @@ def test_a_cancelled_send_is_placed_as_one_placed_at_once_is(tmp_path: Path) -> 
 
     asyncio.run(main())
     assert bodies(b, "a") == [b"cancelled", b"next"]
+    b.close()
+
+
+def test_a_closed_event_loop_is_not_kept_alive_by_its_batch(tmp_path: Path) -> None:
+    b = open_broker(tmp_path / "s")
+    loop = asyncio.new_event_loop()
+    loop.run_until_complete(AsyncSession(b.session()).send("a", Message(b"x")))
+    loop.close()
+    gone = weakref.ref(loop)
+    del loop
+    gc.collect()
+    assert gone() is None  # (an application that runs asyncio.run often leaks no loops)
+    assert bodies(b, "a") == [b"x"]
     b.close()
