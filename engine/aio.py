@@ -111,7 +111,7 @@ class AsyncConsumer:
         if s.block_on_acknowledge:
             await s.broker.storage.wait_async(ticket)
         else:
-            s.broker.storage.without_waiting()
+            s.broker.storage.after_ack(ticket, False)
 
     async def reject(self, delivery: Delivery) -> None:
         """Reject without blocking the event loop."""

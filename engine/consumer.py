@@ -74,11 +74,7 @@ class Delivery(ReceivedMessage):
         default; in a session made with ``block_on_acknowledge=True``, once it is durable
         (``Session``)."""
         s = self._session
-        ticket = s._settle_begin(self, _ACKED)
-        if s.block_on_acknowledge:
-            s.broker.storage.wait(ticket)
-        else:
-            s.broker.storage.without_waiting()
+        s.broker.storage.after_ack(s._settle_begin(self, _ACKED), s.block_on_acknowledge)
 
     def reject(self) -> None:
         """Reject: the message leaves the queue and is not redelivered; it goes to the

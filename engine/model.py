@@ -79,6 +79,13 @@ def now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def _group_in(properties: Dict[str, Any]) -> Optional[str]:
+    """The message group a property map names (``_AMQ_GROUP_ID``, a non-empty str), or
+    ``None``."""
+    got = properties.get(GROUP_ID)
+    return got if isinstance(got, str) and got else None
+
+
 @dataclass
 class Message:
     """A message to send, or one received.
@@ -121,16 +128,15 @@ class Message:
     checked_size: Optional[int] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        # the common case (bytes, no properties, plain fields) in tests that call nothing:
-        # every message sent and received is built here (issue 38)
+        # the common case (bytes, no properties, plain fields) with plain tests, no calls:
+        # every message sent is built here (issue 38)
         if self.body.__class__ is not bytes:
             self.body = check_body(self.body)
         props = self.properties
         if props or props.__class__ is not dict:
             self.properties = props = check_properties(props, deep=False)
             if self.group_id is None:
-                got = props.get(GROUP_ID)
-                self.group_id = got if isinstance(got, str) and got else None
+                self.group_id = _group_in(props)
         else:
             self.properties = {}
         self._check_fields()
@@ -156,12 +162,11 @@ class Message:
         send checked (``checked``) without checking them again; ``properties`` becomes the
         message's own (pass a copy)."""
         msg = cls.__new__(cls)
-        group = properties.get(GROUP_ID) if properties else None
         msg.__dict__ = {"body": body, "properties": properties, "durable": durable,
                         "priority": priority, "expiration": expiration,
                         "timestamp": timestamp, "message_id": message_id, "address": address,
                         "scheduled_delivery_time": 0, "delivery_delay": 0,
-                        "group_id": group if group.__class__ is str and group else None,
+                        "group_id": _group_in(properties) if properties else None,
                         "checked_size": None}
         return msg
 

@@ -346,10 +346,7 @@ class Session:
             for queue in queues:
                 ops.serve_waiters(broker, queue)
                 autocreate.maybe_delete(broker, queue)
-        if self.block_on_acknowledge:
-            broker.storage.wait(ticket)
-        else:
-            broker.storage.without_waiting()
+        broker.storage.after_ack(ticket, self.block_on_acknowledge)
 
     def _settle(self, d: Delivery, reason: str) -> None:
         self.broker.storage.wait(self._settle_begin(d, reason))

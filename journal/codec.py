@@ -13,22 +13,6 @@ from .errors import InvalidRecordError, RecordTooLargeError
 _packer = threading.local()
 
 
-def pack(payload: Any) -> bytes:
-    """msgpack-encode a payload (bin type for bytes, str for text).
-
-    Raises:
-        InvalidRecordError: the value cannot be serialised.
-    """
-    packer = getattr(_packer, "p", None)
-    if packer is None:
-        packer = _packer.p = msgpack.Packer(use_bin_type=True)
-    try:
-        return packer.pack(payload)
-    except (TypeError, ValueError, OverflowError) as exc:
-        _packer.p = None
-        raise InvalidRecordError(f"payload cannot be serialised: {exc}") from exc
-
-
 def pack_records(records: Sequence[Tuple[int, Any]], max_frame: int, overhead: int
                  ) -> List[Tuple[int, bytes]]:
     """``(kind, packed payload)`` of each record, checked: kind 1..255, and each frame (its

@@ -74,18 +74,11 @@ class Liveness:
     # -- reporting ----------------------------------------------------------------------------
     def mark_dead(self, locations: Iterable[Location]) -> None:
         """See ``Journal.mark_dead``."""
-        with self._j._lock:
-            for loc in locations:
-                self._kill(loc)
-        if not self.deferred:
-            self.reclaim()
+        self.apply([(None, list(locations), None, ())])
 
     def mark_dead_after(self, location: Location, targets: Sequence[Location]) -> None:
         """See ``Journal.mark_dead_after``."""
-        with self._j._lock:
-            self._pin(location, targets)
-        if not self.deferred:
-            self.reclaim()
+        self.apply([(None, None, location, targets)])
 
     def apply(self, facts: Iterable[Tuple[Any, Optional[Sequence[Location]],
                                           Optional[Location], Sequence[Location]]]) -> None:

@@ -172,8 +172,7 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
             continue
         lsn = ref.order[0] & LSN_MASK  # lsn_in
         if persist or lsn == 0:
-            records.append((_DELIVERY, {"q": ref.queue.id, "m": msg.mid,  # schema.delivery
-                                        "n": ref.delivery_count}))
+            records.append(_delivery_record(ref))
         elif lsn > durable:
             unsynced.append(ref)
     if expired:
@@ -185,12 +184,11 @@ def deliver_many(broker: BrokerCore, queue: Queue, consumer: Any, limit: int
 _ACK, _DELIVERY = int(RecordKind.ACK), int(RecordKind.DELIVERY)
 
 
-def _delivery_record(ref: MessageRef) -> Tuple[RecordKind, Dict[str, Any]]:
-    return _DELIVERY, schema.delivery(ref.queue.id, ref.msg.mid,  # type: ignore[return-value]
-                                      ref.delivery_count)
+def _delivery_record(ref: MessageRef) -> Tuple[int, Dict[str, Any]]:
+    return _DELIVERY, schema.delivery(ref.queue.id, ref.msg.mid, ref.delivery_count)
 
 
-def _delivery_ticket(broker: BrokerCore, records: List[Tuple[RecordKind, Dict[str, Any]]],
+def _delivery_ticket(broker: BrokerCore, records: List[Tuple[int, Dict[str, Any]]],
                      unsynced: List[MessageRef]) -> Optional[Ticket]:
     """The ticket a delivery waits on before hand-out: its DELIVERY records' write, which
     also covers every earlier record; else the write covering the messages handed out whose
@@ -274,9 +272,7 @@ def settle(broker: BrokerCore, refs: Iterable[Removal], journal: bool = True) ->
         delivering = queue.delivering
         if queue.config.non_destructive or mid not in delivering or delivering[mid] is not ref:
             continue
-        ref.consumer = None  # queue.settle, but for the ``delivering`` entry ``forget`` drops
-        if queue.ahead:
-            queue.ahead.discard(mid)
+        queue.settle(ref)
         if ref.journaled and journal:
             records.append((_ACK, {"q": queue.id, "m": mid, "r": reason}))  # schema.ack
         forget(broker, ref, reason)

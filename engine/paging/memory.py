@@ -93,11 +93,12 @@ class StoredMessage:
         self.body = body
         self.journaled = journaled
         self.refcount = 0
-        kept = 0 if body is None else len(body) if size is None else size  # (size: the
-        # body's length, when given with the body)
+        if size is None:
+            size = len(body) if body is not None else 0
+        self.size = size  # (the body's length, when given with the body)
         # message_bytes, inline for a message without properties (most of them)
-        self.mem_size = message_bytes(properties, body) if properties else MESSAGE_BYTES + kept
-        self.size = kept if size is None else size
+        self.mem_size = message_bytes(properties, body) if properties else \
+            MESSAGE_BYTES + (size if body is not None else 0)
         self.paged = False
 
     def to_message(self, body: bytes) -> Message:

@@ -38,7 +38,7 @@ class QueueBacklog:
     ahead: set
     pageable: bool
 
-    def _enter(self, ref: MessageRef, into: Lanes) -> None: ...  # Queue's
+    def _enter(self, ref: MessageRef, into: Optional[Lanes] = None) -> None: ...  # Queue's
 
     def detach(self, ref: MessageRef) -> None: ...  # Queue's
 

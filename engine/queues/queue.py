@@ -165,11 +165,6 @@ class Queue(QueueBacklog):
         caller journals and detaches those). ``arrival`` false: a paged reference joining,
         counted in ``added`` when it was routed."""
         removals: List[Tuple[MessageRef, str]] = []
-        if not self.policies:  # no policy to ask (a Qpid last-value queue has one): _join
-            self._enter(ref, self.ready if self.horizon is None or ref.order < self.horizon
-                        else self.tail)
-            self.added += arrival
-            return removals
         if arrival and self.config.qpid_lvq is not None:
             old = self.policies[0].in_place(self, ref)  # type: ignore[attr-defined]
             if old is not None:
@@ -178,7 +173,7 @@ class Queue(QueueBacklog):
                 return [(old, AckReason.REPLACED.value)]
         for policy in self.policies:
             removals += self._take_off(policy.before_add(self, ref, now_ms))
-        self._join(ref)
+        self._enter(ref)
         self.added += arrival
         for policy in self.policies:
             removals += self._take_off(policy.after_add(self, ref, now_ms))
@@ -210,12 +205,6 @@ class Queue(QueueBacklog):
         self.mem_seq += 1
         ref.seq = self.mem_seq  # an order key for one journaled nowhere (``Placement``)
         self.paged.add(ref)
-
-    def _join(self, ref: MessageRef) -> None:
-        # while the queue pages, one in a lane before the horizon's (a higher priority) is
-        # not read back from the index: it stays in RAM, on the head
-        self._enter(ref, self.ready if self.horizon is None or ref.order < self.horizon
-                    else self.tail)
 
     def admit_due(self, ref: MessageRef, now_ms: int, joining: int
                   ) -> List[Tuple[MessageRef, str]]:
@@ -257,8 +246,13 @@ class Queue(QueueBacklog):
         if self.selections:
             offer(self.selections, ref)
 
-    def _enter(self, ref: MessageRef, into: Lanes) -> None:
-        """A reference comes into RAM on ``into``: arrival number, held in the cache."""
+    def _enter(self, ref: MessageRef, into: Optional[Lanes] = None) -> None:
+        """A reference comes into RAM on ``into``: arrival number, held in the cache.
+        ``None``: where a joining one goes, the head, or, while the queue pages, the tail
+        unless it is in a lane before the horizon's (a higher priority: not read back from
+        the index, it stays on the head)."""
+        if into is None:
+            into = self.ready if self.horizon is None or ref.order < self.horizon else self.tail
         self.mem_seq += 1
         ref.seq = self.mem_seq
         ref.in_queue = True
@@ -277,7 +271,7 @@ class Queue(QueueBacklog):
     def load_tail(self, ref: MessageRef) -> None:
         """Append a recovered or restored reference as it was: policies are not re-run (their
         decisions are in the journal), only their indexes learn of it."""
-        self._join(ref)
+        self._enter(ref)
         for policy in self.policies:
             if hasattr(policy, "latest"):
                 value = policy._value(ref)

@@ -188,12 +188,19 @@ class StorageManager:
         self.guard(ticket.wait)
         self.persistence.after_wait()
 
-    def without_waiting(self) -> None:
-        """A caller that does not wait for its write (an ack of a session without
-        ``block_on_acknowledge``): the liveness facts of earlier writes that are durable by
-        now are applied (records dead, segments reclaimed), as a wait would apply them; costs
-        one comparison when there are none."""
-        self.persistence.after_wait()
+    def after_ack(self, ticket: Optional[Ticket], wait: bool) -> None:
+        """After an ack's write: ``wait`` for it (a session's ``block_on_acknowledge``), else
+        return at once, having applied the liveness facts of earlier writes that are durable
+        by now (records dead, segments reclaimed), as a wait would apply them; that costs one
+        comparison when there are none.
+
+        Raises:
+            BrokerFailedError: as ``wait``.
+        """
+        if wait:
+            self.wait(ticket)
+        else:
+            self.persistence.after_wait()
 
     async def wait_async(self, ticket: Optional[Ticket]) -> None:
         """``wait`` for asyncio: awaits the ticket without blocking the event loop."""
