@@ -4,10 +4,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test test-pure bench clean
+
+# The install compiles the hot path's modules (mqstore/compiled.py lists them) with mypyc when a
+# C compiler works, so it is redone when one of their sources changes. MQSTORE_PURE=1 at run
+# time runs the same install as the pure-Python build (README "Compiled and pure builds").
+COMPILED_SRC := $(shell sed -n 's/^    "mqstore\.\(.*\)",$$/\1/p' mqstore/compiled.py | tr . / | sed 's/$$/.py/')
 
 $(STAMP): pyproject.toml setup.py tools/spark/_scan.c journal/_frames.c journal/crc32c.h \
-		recovery/_lmdbwalk.c recovery/_fold.c Makefile
+		recovery/_lmdbwalk.c recovery/_fold.c Makefile mqstore/compiled.py $(COMPILED_SRC)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,spark]'
@@ -27,6 +32,10 @@ TEST_TMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm/mqstore-
 
 test: $(STAMP)
 	$(PY) -m pytest $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
+
+# The same tests on the pure-Python build (CI runs both).
+test-pure: $(STAMP)
+	MQSTORE_PURE=1 $(PY) -m pytest $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
 
 bench: $(STAMP)
 	$(VENV)/bin/mqstore bench journal

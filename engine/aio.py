@@ -2,9 +2,9 @@
 
 The locked parts run in the event loop thread (they only append to the journal's open batch);
 waiting for durability awaits the journal ticket, so thousands of tasks share one group commit
-without a thread each. The sends the tasks make in one iteration of the loop are placed together
-at its end (``_SendBatch``: one lock, route and journal write per destination), in the order
-they were made. ``receive`` waits on a future the broker resolves from whichever thread makes a
+without a thread each. The sends and the acks the tasks make in one iteration of the loop are
+done together at its end (``engine.loopbatch``: one lock and one journal write for many), in the
+order they were made. ``receive`` waits on a future the broker resolves from whichever thread makes a
 message available.
 """
 
@@ -13,11 +13,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import weakref
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence
 
-from .addressing.names import Destination
-from .errors import MqStoreError
+from .loopbatch import batches
 from .paging.addressfull import deadline_of, timed_out
 from .model import Message
 from .queues.queue import MessageRef
@@ -105,13 +103,25 @@ class AsyncConsumer:
 
     async def ack(self, delivery: Delivery) -> None:
         """Acknowledge without blocking the event loop (awaits durability only with the
-        session's ``block_on_acknowledge``, as ``Delivery.ack``)."""
+        session's ``block_on_acknowledge``, as ``Delivery.ack``). Outside a transaction the
+        ack is settled at the end of this iteration of the loop, with the other tasks' acks of
+        the iteration (one journal write for them all), and this returns once it is: the
+        message has left its queue.
+
+        Raises:
+            IllegalStateError: already settled, or the session is closed (at once).
+            BrokerFailedError: the broker failed (the delivery stays marked settled, as
+                ``Delivery.ack``'s does).
+        """
         s = self.consumer.session
-        ticket = s._settle_begin(delivery, "acked")
+        broker = s.broker
+        with broker.lock:
+            if not s._settle_mark(delivery, "acked"):
+                return  # acked in the transaction, at its commit
+        loop = asyncio.get_running_loop()
+        ticket = await batches(loop).acks.add(loop, broker, delivery._ref)
         if s.block_on_acknowledge:
-            await s.broker.storage.wait_async(ticket)
-        else:
-            s.broker.storage.after_ack(ticket, False)
+            await broker.storage.wait_async(ticket)
 
     async def reject(self, delivery: Delivery) -> None:
         """Reject without blocking the event loop."""
@@ -127,94 +137,6 @@ class AsyncConsumer:
     def close(self) -> None:
         """Close the consumer (unacked deliveries go back to the queue)."""
         self.consumer.close()
-
-
-Outcome = Tuple[Optional[Ticket], List[Message]]  # a send's ticket and what waits for room
-
-
-class _SendBatch:
-    """The sends the tasks of one event-loop iteration make (``AsyncSession.send``), placed
-    together at the end of the iteration: one broker lock, one route and one journal write (one
-    fold) per destination for all of them, instead of one each (issue 38; the journal already
-    shares one fsync among them). Each send keeps its own outcome: when placing a destination's
-    sends together raises (a routing error, a record too large, a full FAIL address), nothing
-    of them was placed, and each is placed alone, as it would have been without the batch, its
-    error going to its own task. Sends are placed in the order they were made, whether or not
-    the task that made one is cancelled meanwhile (as a send placed at once is not undone by a
-    cancelled wait)."""
-
-    def __init__(self) -> None:
-        # (no reference to the loop: the loop is the key that holds this batch, weakly)
-        self.items: List[Tuple[Session, Destination, List[Message], "asyncio.Future[Outcome]"]] = []
-
-    def add(self, loop: asyncio.AbstractEventLoop, session: Session, dest: Destination,
-            messages: List[Message]) -> "asyncio.Future[Outcome]":
-        """Queue a send of checked ``messages`` on ``loop`` (the running one); the future gets
-        its outcome."""
-        if not self.items:
-            loop.call_soon(self.flush)
-        future: "asyncio.Future[Outcome]" = loop.create_future()
-        self.items.append((session, dest, messages, future))
-        return future
-
-    def flush(self) -> None:
-        items, self.items = self.items, []
-        if not items:
-            return
-        try:
-            start = 0
-            while start < len(items):  # runs of sends to one destination of one broker
-                broker, dest = items[start][0].broker, items[start][1]
-                end = start + 1
-                while end < len(items) and items[end][1] == dest and \
-                        items[end][0].broker is broker:
-                    end += 1
-                with broker.lock:
-                    self._place(broker, dest, items[start:end])
-                start = end
-        except BaseException as exc:  # noqa: BLE001 - never leave a send's task waiting
-            for _s, _d, _m, future in items:
-                if not future.done():
-                    future.set_exception(exc)
-
-    @staticmethod
-    def _place(broker: Any, dest: Destination,
-               run: List[Tuple[Session, Destination, List[Message], "asyncio.Future[Outcome]"]]
-               ) -> None:
-        if len(run) > 1 and not broker.owners:  # (no-local queues would need each sender)
-            try:
-                for session, _d, _m, _f in run:
-                    session._check()
-                ticket, blocked = run[0][0]._send_some(dest, [m for item in run
-                                                              for m in item[2]])
-            except MqStoreError:
-                pass  # each alone below: its own outcome
-            else:
-                waiting = {id(m) for m in blocked}
-                for _s, _d, messages, future in run:
-                    if not future.done():
-                        future.set_result((ticket, [m for m in messages if id(m) in waiting]))
-                return
-        for session, _d, messages, future in run:
-            try:
-                outcome = session._send_some(dest, messages)
-            except MqStoreError as exc:
-                if not future.done():
-                    future.set_exception(exc)
-            else:
-                if not future.done():
-                    future.set_result(outcome)
-
-
-_batches: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _SendBatch]" = \
-    weakref.WeakKeyDictionary()
-
-
-def _batch_for(loop: asyncio.AbstractEventLoop) -> _SendBatch:
-    batch = _batches.get(loop)
-    if batch is None:
-        batch = _batches[loop] = _SendBatch()
-    return batch
 
 
 class AsyncSession:
@@ -250,7 +172,7 @@ class AsyncSession:
         loop = asyncio.get_running_loop()
         ticket = None
         if not s.transacted:  # placed with the other sends of this loop iteration
-            ticket, pending = await _batch_for(loop).add(loop, s, dest, pending)
+            ticket, pending = await batches(loop).sends.add(loop, s, dest, pending)
             if not pending:
                 await broker.storage.wait_async(ticket)
                 return

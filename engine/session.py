@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .routing.core import BrokerCore
 from .routing import autocreate
 from .delivery import settle as ops
+from .delivery.acks import settle_acked
 from .routing import exclusive as _exclusive
 from .routing import subscriptions
 from .routing.deadletter import move_out
@@ -335,17 +336,10 @@ class Session:
                     object.__setattr__(d, "state", "acked-in-tx")
                     object.__setattr__(d, "_reason", _ACKED)
                 return
-            queues: List[Queue] = []
             for d in deliveries:
                 object.__setattr__(d, "state", "settled")
                 self._forget(d)
-                queue = d._ref.queue
-                if queue not in queues:  # (a batch's deliveries come from one queue or few)
-                    queues.append(queue)
-            ticket = ops.settle(broker, [(d._ref, _ACKED) for d in deliveries])
-            for queue in queues:
-                ops.serve_waiters(broker, queue)
-                autocreate.maybe_delete(broker, queue)
+            ticket = settle_acked(broker, [d._ref for d in deliveries])
         broker.storage.after_ack(ticket, self.block_on_acknowledge)
 
     def _settle(self, d: Delivery, reason: str) -> None:
@@ -354,13 +348,8 @@ class Session:
     def _settle_begin(self, d: Delivery, reason: str) -> Optional[Ticket]:
         broker = self.broker
         with broker.lock:
-            self._check_unsettled(d, "settled again")
-            if self.transacted:
-                object.__setattr__(d, "state", "acked-in-tx")
-                object.__setattr__(d, "_reason", reason)
+            if not self._settle_mark(d, reason):
                 return None
-            object.__setattr__(d, "state", "settled")
-            self._forget(d)
             queue = d._ref.queue
             if reason == _REJECTED and not queue.non_destructive and \
                     ops.in_delivery(d._ref):
@@ -371,6 +360,19 @@ class Session:
             ops.serve_waiters(broker, queue)
             autocreate.maybe_delete(broker, queue)
             return ticket
+
+    def _settle_mark(self, d: Delivery, reason: str) -> bool:
+        """The session's part of settling ``d`` (lock held): mark it settled and forget it (in
+        a transacted session: settled at commit); whether the broker's part is still to do.
+        Raises ``IllegalStateError`` (``d`` unchanged): settled already, or session closed."""
+        self._check_unsettled(d, "settled again")
+        if self.transacted:
+            object.__setattr__(d, "state", "acked-in-tx")
+            object.__setattr__(d, "_reason", reason)
+            return False
+        object.__setattr__(d, "state", "settled")
+        self._forget(d)
+        return True
 
     def _check_unsettled(self, d: Delivery, verb: str) -> None:
         """Raise unless ``d`` may be settled or released now (lock held)."""

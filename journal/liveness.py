@@ -363,7 +363,8 @@ class Liveness:
             pins: Dict[Tuple[int, int, int], Optional[List[List[int]]]] = {}
             for tomb in self.changed_pins:
                 targets = self.pins.get(tomb)
-                pins[tuple(tomb)] = None if not targets else [list(t) for t in sorted(targets)]
+                pins[(tomb.segment, tomb.offset, tomb.length)] = \
+                    None if not targets else [list(t) for t in sorted(targets)]
             out = {"dead": dead, "gone": sorted(self.gone), "pins": pins,
                    "waits": self.waits.export()}
             self.dirty_dead = set()

@@ -20,6 +20,10 @@ import importlib
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
+from .compiled import prefer_source
+
+prefer_source()  # MQSTORE_PURE=1: the compiled modules from their Python source
+
 try:
     __version__ = version("mqstore")
 except PackageNotFoundError:  # running from a checkout that was never installed

@@ -10,36 +10,19 @@ the records, so a replay makes the same one.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Mapping, Optional
+from typing import Any, Mapping
+
+from mypy_extensions import trait
 
 from mqstore.journal import Location
-from .entries import KEEP_DELETED, DeletedQueueImage, MessageImage, QueueImage, RefImage
+from .entries import KEEP_DELETED, DeletedQueueImage
+from .parts import ImageParts
 
 
-class QueueDeletions:
+@trait  # a part of StoreImage (mypyc compiles a mixin as a trait)
+class QueueDeletions(ImageParts):
     """The folds of QUEUE_DEL records and the list of deleted queues (a mixin of
     ``StoreImage``)."""
-
-    deleted: List[DeletedQueueImage]
-    queues: Dict[int, QueueImage]
-    dirty: set
-
-    def _hold(self, loc: Optional[Location]) -> None: ...  # StoreImage's
-
-    def _drop(self, loc: Optional[Location]) -> None: ...  # StoreImage's
-
-    def _superseded(self, loc: Optional[Location], sink: Any) -> None: ...
-
-    def message(self, mid: int) -> Optional[MessageImage]: ...
-
-    def refs(self, qid: int) -> Iterator[RefImage]: ...
-
-    def all_scheduled(self, qid: int) -> Iterator[RefImage]: ...
-
-    def _remove_ref(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage],
-                    sink: Any, placed: bool = True) -> None: ...
-
-    def _release_msg(self, msg: MessageImage, sink: Any) -> None: ...
 
     def _delete_queue(self, p: Mapping[str, Any], location: Location, sink: Any
                       ) -> None:

@@ -5,25 +5,17 @@ counted again (``recovery.relocation``).
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence
+
+from mypy_extensions import trait
 
 from mqstore.journal import Location
-from .entries import AddressImage, DeletedQueueImage, MessageImage, QueueImage
+from .parts import ImageParts
 
 
-class SegmentHolds:
-    """Location accounting (a mixin of ``StoreImage``, before the mixins that name ``_hold``,
-    ``_drop`` and ``_superseded`` with stub methods; ``recovery.settling``, first, names them
-    only as annotations)."""
-
-    seglive: Dict[int, int]
-    addresses: Dict[int, AddressImage]
-    settings: Dict[str, Tuple[Dict[str, Any], Location]]
-    queues: Dict[int, QueueImage]
-    deleted: List[DeletedQueueImage]
-    tables: Any
-
-    def messages(self) -> Iterator[MessageImage]: ...  # StoreImage's
+@trait  # a part of StoreImage (mypyc compiles a mixin as a trait)
+class SegmentHolds(ImageParts):
+    """Location accounting (a part of ``StoreImage``; ``recovery.parts``)."""
 
     def _hold(self, loc: Optional[Location]) -> None:
         if loc is not None:

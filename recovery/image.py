@@ -61,6 +61,11 @@ class NullSink:
         pass
 
 
+STATE = ("store", "addresses", "queues", "settings", "deleted", "tables", "seglive", "ledger",
+         "released", "last_lsn", "next_id", "dirty", "counted", "_folding", "_replaced", "_sink")
+"""Every attribute of a ``StoreImage`` (what ``StoreImage.take`` takes over)."""
+
+
 class StoreImage(ReferenceSettling, SegmentHolds, ReferenceMoves, QueueDeletions):
     """The durable state of a store.
 
@@ -103,7 +108,7 @@ class StoreImage(ReferenceSettling, SegmentHolds, ReferenceMoves, QueueDeletions
         self._folding: Optional[Location] = None
         # references a TX record's messages replaced in place, until the record's acks of them
         self._replaced: Dict[Tuple[int, int], RefImage] = {}
-        self._sink: LivenessSink = NullSink()  # where _due_gone reports (the last fold's)
+        self._sink: Any = NullSink()  # a LivenessSink: where _due_gone reports (the last fold's)
 
     # -- reading ------------------------------------------------------------------------------
     def message(self, mid: int) -> Optional[MessageImage]:
@@ -416,7 +421,8 @@ class StoreImage(ReferenceSettling, SegmentHolds, ReferenceMoves, QueueDeletions
         handed out again. ``other`` is not to be used afterwards."""
         keep = self.released, max(self.next_id, other.next_id), \
             max(self.last_lsn, other.last_lsn)
-        self.__dict__.update(other.__dict__)
+        for name in STATE:  # one by one: a compiled image has no __dict__ to update
+            setattr(self, name, getattr(other, name))
         self.released, self.next_id, self.last_lsn = keep
 
     def summary(self) -> Dict[str, int]:

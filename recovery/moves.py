@@ -24,10 +24,13 @@ from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
 
+from mypy_extensions import trait
+
 from mqstore.journal import Location
 from .entries import (ID, PAIR, QUAD, MessageImage, Order, QueueImage, RefImage,
                       TxImage, below, in_lane, lane_of, lsn_in, order_key, ref_key,
                       sched_key, tx_key)
+from .parts import ImageParts
 
 HEAD_SHIFT = 20  # a reference put on its queue's head by a DUE record at LSN l, as the i-th of
 # the record, gets order key (lane, LSN 0; l << HEAD_SHIFT | i): before every key from a message
@@ -46,31 +49,9 @@ def is_head_order(order: Tuple[int, ...]) -> bool:
     return lsn_in(order) == 0
 
 
-class ReferenceMoves:
+@trait  # a part of StoreImage (mypyc compiles a mixin as a trait)
+class ReferenceMoves(ImageParts):
     """The folds that move references (a mixin of ``StoreImage``; see the module docstring)."""
-
-    tables: Any
-    queues: Dict[int, QueueImage]
-    ledger: Any
-    counted: set
-    _sink: Any
-
-    def message(self, mid: int) -> Optional[MessageImage]: ...  # StoreImage's
-
-    def ref(self, qid: int, mid: int, msg: Optional[MessageImage] = None
-            ) -> Optional[RefImage]: ...
-
-    def _key(self, qid: int, ref: RefImage) -> bytes: ...
-
-    def _unplace(self, queue: QueueImage, ref: RefImage, msg: Optional[MessageImage]
-                 ) -> None: ...
-
-    def _ack(self, p: Mapping[str, Any], sink: Any) -> Optional[Location]: ...
-
-    def _tx_done(self, location: Location) -> bool: ...
-
-    _replaced: Dict[Any, RefImage]
-    _folding: Optional[Location]
 
     def _replacing(self, queue: QueueImage, mid: int, entries: Any) -> bool:
         """Folding message ``mid`` of a TX record that says it replaces message ``old`` on

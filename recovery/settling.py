@@ -1,37 +1,27 @@
-"""The folds that remove a reference (a mixin of ``StoreImage``, first among its bases): an
+"""The folds that remove a reference (a part of ``StoreImage``): an
 ACK record's, alone or inside a TX or DUE record, and what it frees, the message its last
 reference held (and a TX record none of whose messages is referenced any more). Kept apart from
 ``recovery.image`` to keep each module to one subject; the methods are ``StoreImage``'s.
 
-Being first among the bases, this class declares what it uses of the other parts only as
-annotations, never as stub methods, which would hide theirs.
+What it uses of the other parts is declared once, in ``recovery.parts``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
+
+from mypy_extensions import trait
 
 from mqstore.journal import Location
 from .entries import (ID, LANE_SHIFT, LSN_MASK, TRIPLE, MessageImage, QueueImage, RefImage,
                       ref_key, sched_key, tx_key)
 from .errors import IndexInvalidError
+from .parts import ImageParts
 
 
-class ReferenceSettling:
+@trait  # a part of StoreImage (mypyc compiles a mixin as a trait)
+class ReferenceSettling(ImageParts):
     """Removing references and freeing what they held (see the module docstring)."""
-
-    tables: Any
-    queues: Dict[int, QueueImage]
-    ledger: Any
-    counted: set
-    released: Optional[Callable[[MessageImage, bool], None]]
-    _replaced: Dict[Tuple[int, int], RefImage]
-    _folding: Optional[Location]
-    # the other parts' (StoreImage, SegmentHolds, ReferenceMoves)
-    ref: Callable[..., Optional[RefImage]]
-    _superseded: Callable[[Optional[Location], Any], None]
-    _drop: Callable[[Optional[Location]], None]
-    _due_gone: Callable[[Location], None]
 
     def _ack(self, p: Mapping[str, Any], sink: Any) -> Optional[Location]:
         """Remove a reference; return the location of the message's record (the ACK's target),

@@ -190,8 +190,9 @@ class OrderedTable(Table):
     sorting the overlay; a key that does not (a higher priority's, a scheduled message put on
     the head of its queue) is inserted in order."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, store: Any, name: str, encode: Callable[[Any], Any] = lambda v: v,
+                 decode: Unpack = lambda v: v, count: int = 0) -> None:
+        super().__init__(store, name, encode, decode, count)
         self.new_keys: Dict[bytes, List[bytes]] = {}
 
     def put(self, key: bytes, value: Any, fresh: bool = False) -> None:
@@ -247,8 +248,9 @@ class SortedTable(Table):
     """A table whose fresh keys are kept sorted (keys that arrive in any order: a scheduled
     buffer's due times), so a range is read in key order, committed and fresh keys merged."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, store: Any, name: str, encode: Callable[[Any], Any] = lambda v: v,
+                 decode: Unpack = lambda v: v, count: int = 0) -> None:
+        super().__init__(store, name, encode, decode, count)
         self.sorted_fresh: List[bytes] = []
 
     def put(self, key: bytes, value: Any, fresh: bool = False) -> None:

@@ -15,7 +15,21 @@ from typing import Any, Iterator
 
 import pytest
 
+from mqstore.compiled import build, pure_requested, stale_sources
 from mqstore.engine.broker import Broker
+
+
+def pytest_report_header() -> str:
+    """Which build the run tests: ``compiled`` (mypyc) or ``pure`` (``MQSTORE_PURE=1``, or an
+    install without a compiler)."""
+    return f"mqstore build: {build()}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    stale = [] if pure_requested() else stale_sources()
+    if stale:  # the compiled module would run, not the edited source
+        pytest.exit(f"edited since they were compiled: {', '.join(stale)}; run `make install` "
+                    "(or `make test`), or MQSTORE_PURE=1 to test the Python source", returncode=4)
 
 _opened: "weakref.WeakSet[Any]" = weakref.WeakSet()
 _init = Broker.__init__

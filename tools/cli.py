@@ -90,6 +90,7 @@ def bench_journal(directory: Optional[str], seconds: float, records: int) -> Non
 def bench_e2e(directory: Optional[str], messages: int) -> None:
     """The broker end to end (send, receive, ack; durable 1 KiB messages) beside sqlite3,
     persist-queue and RabbitMQ (a private server, when installed), in one run, as ratios."""
+    from mqstore.compiled import build
     from .bench.e2e import run, targets
 
     with console.status("fdatasync probe...") as status:
@@ -119,7 +120,9 @@ def bench_e2e(directory: Optional[str], messages: int) -> None:
                   "settings (Artemis's: acks that do not wait for their fsync, deliveries "
                   "journaled only when they come back); acks wait: "
                   "block_on_acknowledge=True; counted deliveries: that and "
-                  "persist_delivery_count_before_delivery=True")
+                  "persist_delivery_count_before_delivery=True; pure Python: the default "
+                  "settings on this install's pure-Python build (MQSTORE_PURE=1, a child "
+                  f"process; this install is {build()})")
     rt = Table(title="targets (issue 38; bounds for the default settings)")
     for col in ("ratio", "value", "target", ""):
         rt.add_column(col)

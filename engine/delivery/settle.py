@@ -298,8 +298,8 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
     returned: List[MessageRef] = []
     later: List[Tuple[MessageRef, int]] = []
     for qid, group in by_queue.items():
-        queue = group[0].queue
-        if broker.queues_by_id.get(qid) is not queue or queue.non_destructive:
+        queue = broker.queues_by_id.get(qid)
+        if queue is None or queue is not group[0].queue or queue.non_destructive:
             continue  # deleted meanwhile, or nothing was taken off the queue
         settings = broker.settings.resolve(queue.config.address)
         limit = settings.max_delivery_attempts

@@ -327,12 +327,15 @@ class IndexReader:
         q = self.image.queues.get(qid)
         return 0 if q is None else q.paged
 
-    def read(self, qid: int, after: Optional[Tuple[int, int]], limit: int
-             ) -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
-        """Up to ``limit`` references after order key ``after``: (message, order, delivery
-        count) each; the messages come from the cache or are built from the index."""
-        def read() -> List[Tuple[StoredMessage, Tuple[int, int], int]]:
-            refs = self.image.queue_refs(qid, after, limit)
+    def read(self, qid: int, after: Optional[Tuple[int, ...]], limit: int
+             ) -> List[Tuple[StoredMessage, Tuple[int, ...], int]]:
+        """Up to ``limit`` references after order key ``after`` (a journaled reference's: its
+        first two parts): (message, order, delivery count) each; the messages come from the
+        cache or are built from the index."""
+        start = None if after is None else (after[0], after[1])
+
+        def read() -> List[Tuple[StoredMessage, Tuple[int, ...], int]]:
+            refs = self.image.queue_refs(qid, start, limit)
             return [(self._message_of(qid, r.mid), r.order, r.delivery_count) for r in refs]
         out = self._guarded(read)
         self.rows_read += len(out)

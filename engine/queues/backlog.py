@@ -36,13 +36,17 @@ class QueueBacklog:
     paged: PagedRefs
     returned_ahead: bool
     ahead: set
-    pageable: bool
+
+    @property
+    def pageable(self) -> bool:  # Queue's
+        raise NotImplementedError
 
     def _enter(self, ref: MessageRef, into: Optional[Lanes] = None) -> None: ...  # Queue's
 
     def detach(self, ref: MessageRef) -> None: ...  # Queue's
 
-    def ready_count(self) -> int: ...  # Queue's
+    def ready_count(self) -> int:  # Queue's
+        raise NotImplementedError
 
     def written(self) -> None:
         """After the write that gave new references their order keys: while the queue pages,

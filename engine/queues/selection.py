@@ -51,7 +51,9 @@ class Queue(Protocol):
     ahead: Set[int]
     paged: Any
     selections: List[Any]
-    non_destructive: bool
+
+    @property
+    def non_destructive(self) -> bool: ...
 
     def refill(self) -> None: ...
 

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List
+from typing import List, Optional
 
 import pytest
 
 from mqstore.engine import Broker, Message, QueueConfig
 from mqstore.engine.errors import BrokerFailedError
 from mqstore.journal import JournalOptions, SimulatedFileSystem
-from mqstore.recovery import IndexInvalidError, MemoryIndex, StoreImage
+from mqstore.recovery import IndexInvalidError, MemoryIndex
 from mqstore.recovery.entries import ID
 
 N = 3000
@@ -140,9 +140,12 @@ def test_damage_that_a_rebuild_does_not_cure_fail_stops(monkeypatch: pytest.Monk
         fill(b)
     b = Broker.open("/s", fs=fs, index=index, journal_options=OPTS)
     try:
-        def broken(self: StoreImage, mid: int) -> None:
-            raise IndexInvalidError("CRC mismatch in index table 'msg'")
-        monkeypatch.setattr(StoreImage, "message", broken)
+        read = index.get
+
+        def damaged(table: str, key: bytes) -> Optional[bytes]:  # every msg value, always
+            raw = read(table, key)
+            return raw[:-1] + bytes([raw[-1] ^ 1]) if table == "msg" and raw else raw
+        monkeypatch.setattr(index, "get", damaged)
         with pytest.raises(BrokerFailedError) as info:
             drain(b)
         assert isinstance(info.value.cause, IndexInvalidError)

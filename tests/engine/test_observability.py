@@ -124,7 +124,7 @@ def test_open_reports_replay_progress(tmp_path: Path) -> None:
     with Broker.open(d, progress=lambda n, total: seen.append((n, total)), **FAST) as b:
         assert b.recovery_report.index == "used" and b.recovery_report.replayed_records == 0
     assert seen == []  # nothing to replay after a clean close
-    code = ("import os, sys\nfrom engine import Broker, Message\n"
+    code = ("import os, sys\nfrom mqstore.engine import Broker, Message\n"
             "b = Broker.open(sys.argv[1], checkpoint_records=0, expiry_scan_ms=0)\n"
             "with b.session() as s:\n"
             "    s.send_many('q', [Message(b'y') for _ in range(2100)])\n"

@@ -93,7 +93,7 @@ def test_second_opener_is_refused_in_process_and_across_processes(tmp_path: Path
         Journal.open(d, SMALL)
     if sys.platform.startswith("linux"):  # /proc/locks names the holder
         assert err.value.holder == os.getpid() and "this process" in str(err.value)
-    code = ("import sys\nfrom journal import Journal, DirectoryLockedError\n"
+    code = ("import sys\nfrom mqstore.journal import Journal, DirectoryLockedError\n"
             "try:\n    Journal.open(sys.argv[1])\nexcept DirectoryLockedError as e:\n"
             "    print(e.holder, e)\n    sys.exit(3)\n")
     out = subprocess.run([sys.executable, "-c", code, d], capture_output=True, text=True)
@@ -108,7 +108,7 @@ def test_second_opener_is_refused_in_process_and_across_processes(tmp_path: Path
 def test_lock_released_when_holder_dies(tmp_path: Path) -> None:
     d = str(tmp_path / "j")
     child = subprocess.Popen([sys.executable, "-c",
-                              "import sys,time\nfrom journal import Journal\n"
+                              "import sys,time\nfrom mqstore.journal import Journal\n"
                               "Journal.open(sys.argv[1]); print('ok', flush=True); time.sleep(60)",
                               d], stdout=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline().strip() == b"ok"

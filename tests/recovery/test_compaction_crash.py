@@ -115,7 +115,17 @@ def test_check_and_the_next_open_use_an_index_older_than_a_compaction(tmp_path) 
     b.create_queue(QueueConfig("q", "a"))
     workload(b, random.Random(3))
     want = describe(b)
-    b.storage.persistence.checkpoint_quietly = lambda *a, **k: 0  # dies before it
+    p = b.storage.persistence
+    compact = p.journal.compact
+
+    def dies_before_it(changes: object) -> None:
+        raise OSError("the process died first")
+
+    def compact_then_die(*args: object) -> object:  # the checkpoint after it never commits
+        report = compact(*args)
+        p.index.commit = dies_before_it
+        return report
+    p.journal.compact = compact_then_die
     assert b.compact(force=True).compacted
     _let_go(b)  # as a killed process leaves it
     relocs = [n for n in os.listdir(os.path.join(d, "journal")) if n.endswith(".reloc")]

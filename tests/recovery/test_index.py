@@ -173,7 +173,7 @@ def test_counts_of_a_replayed_tail_are_written_by_the_next_commit(tmp_path: Path
         for name in ("a", "b"):
             b.create_address(name)
             b.create_queue(QueueConfig(name, name))
-    code = ("import os, sys\nfrom engine import Broker, Message\n"
+    code = ("import os, sys\nfrom mqstore.engine import Broker, Message\n"
             "b = Broker.open(sys.argv[1], checkpoint_records=0)\n"
             "with b.session() as s:\n    s.send_many('a', [Message(b'x') for _ in range(5)])\n"
             "os.kill(os.getpid(), 9)\n")

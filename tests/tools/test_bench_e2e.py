@@ -8,6 +8,7 @@ import importlib.util
 
 from click.testing import CliRunner
 
+from mqstore.compiled import build
 from mqstore.tools.bench import e2e as bench_e2e
 from mqstore.tools.bench.e2e import E2EFigure, E2EResult, targets
 from mqstore.tools.bench.floors import FLOOR_ASYNC, FLOOR_BATCH
@@ -31,6 +32,12 @@ def test_a_small_run_moves_every_message_of_every_workload(tmp_path) -> None:
         assert f.messages == n and f.seconds > 0 and f.rate > 0, (workload, system)
     assert got[("journal", "journal")].rate > 0
     assert result.probe_ops > 0
+    # the pure build's rows, beside a compiled install's (a pure install has only its own)
+    pure = {w: got.get((w, "mqstore, pure Python")) for w in ("one", "batch", "async")}
+    if build() == "compiled":
+        assert [(f.messages if f else None) for f in pure.values()] == [100, 600, 512]
+    else:
+        assert list(pure.values()) == [None, None, None]
     has_pq = importlib.util.find_spec("persistqueue") is not None
     assert (("one", "persist-queue") in got) == has_pq
     has_rabbit = missing_reason() is None
@@ -74,7 +81,8 @@ def fake() -> E2EResult:
          E2EFigure("one", "RabbitMQ confirm each", 2000, 2.0, 1.0),
          E2EFigure("async", "RabbitMQ window 100", 50_000, 4.0, 4.0),
          E2EFigure("batch", FLOOR_BATCH, 50_000, 1.0, 0.6),
-         E2EFigure("async", FLOOR_ASYNC, 50_000, 1.25, 0.6)]
+         E2EFigure("async", FLOOR_ASYNC, 50_000, 1.25, 0.6),
+         E2EFigure("batch", "mqstore, pure Python", 50_000, 3.0, 3.0)]
     return E2EResult(f, 7000.0, ["persist-queue (pip install 'mqstore[bench]')"])
 
 
@@ -92,6 +100,8 @@ def test_targets_compare_figures_of_the_same_run() -> None:
     other = by_name["async, mqstore, acks wait / RabbitMQ window 100"]
     assert other.verdict == "not measured" and other.bound is None
     assert "async, mqstore, acks wait / journal" not in by_name
+    pure = by_name["batch, mqstore, pure Python: CPU µs/msg / the batch floor's"]  # 60 / 12
+    assert abs(pure.value - 5.0) < 1e-9 and pure.bound is None and pure.verdict == ""
     one_rabbit = by_name["one, mqstore / RabbitMQ confirm each"]  # 1,250 / 1,000 msg/s
     assert abs(one_rabbit.value - 1.25) < 1e-9 and one_rabbit.verdict == ""
     async_rabbit = by_name["async, mqstore / RabbitMQ window 100"]  # 5,556 / 12,500, >= 1

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional, Tuple
 
+from mqstore.compiled import build
+
 BATCH = 100
 BODY = b"x" * 1024
 WARMUP = 2000  # messages sent and acked before anything is measured
@@ -177,6 +179,11 @@ def show(console: Any, messages: int, directory: Optional[str], top: int,
         for calls, name in f.top:
             t.add_row(f"{calls:.1f}", name)
         console.print(t)
+    if build() == "compiled":
+        console.print("this install is compiled (mypyc): cProfile does not see the compiled "
+                      "modules' functions, so the calls are the interpreted ones only; "
+                      "MQSTORE_PURE=1 mqstore bench calls counts every step (the pure build)",
+                      soft_wrap=True)
     for f in figures:
         console.print(f"persist_delivery_count_before_delivery={f.persist}"
                       f"{' (the default)' if not f.persist else ''}: "

@@ -17,6 +17,12 @@ workloads. Workloads:
   ``async`` through asyncio with no storage. They bound what any broker could reach in this
   process on this machine, so the targets' rows show how much of a target is reachable.
 
+The compiled install's three default rows (``one``, ``batch``, ``async``) are measured again on
+the pure-Python build, in a child process started with ``MQSTORE_PURE=1`` (``mqstore.compiled``)
+that runs the same function and prints its figure: the system ``mqstore, pure Python``, shown
+beside the compiled ones, with the same ratios and no bound. An install that is pure Python has
+no such rows (its default rows are the pure build's).
+
 Peers: sqlite3 in WAL mode with ``synchronous=FULL`` (a row inserted, then selected and deleted,
 one operation per transaction or 100), always; persist-queue's ``SQLiteQueue`` (put, get) when
 the ``persist-queue`` package is installed (``pip install 'mqstore[bench]'``); RabbitMQ, on a
@@ -29,13 +35,17 @@ installed is named as missing, with what it lacks, not measured.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import shutil
 import sqlite3
+import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, List, Optional
 
+from mqstore.compiled import build
 from mqstore.engine import Broker, Message, QueueConfig
 from mqstore.engine.aio import AsyncSession
 
@@ -85,6 +95,10 @@ VARIANTS = (DEFAULT, Variant("mqstore, acks wait", block=True),
 """The broker as it is by default (Artemis's defaults: blockOnAcknowledge and
 persist-delivery-count-before-delivery off); with acks that wait for their fsync; and with
 that and every delivery journaled before hand-out (mqstore's defaults before issue 38)."""
+
+
+PURE = Variant("mqstore, pure Python")
+"""The default settings on the pure-Python build (``in_pure_build``)."""
 
 
 def _broker(directory: str, variant: Variant = DEFAULT) -> Broker:
@@ -165,6 +179,22 @@ def mqstore_async(directory: str, n: int, consumers: bool, variant: Variant = DE
         with Timed() as c:
             asyncio.run(main())
     return E2EFigure("async" if consumers else "send", variant.name, total, c.wall, c.cpu)
+
+
+WORKLOADS = {"one": mqstore_one, "batch": mqstore_batch,
+             "async": lambda d, n: mqstore_async(d, n, True)}
+
+
+def in_pure_build(workload: str, directory: str, n: int) -> E2EFigure:
+    """``workload`` (a key of ``WORKLOADS``) with the default settings, in a child process
+    running the pure-Python build of this install (``MQSTORE_PURE=1``); its figure as
+    ``PURE``'s. Raises ``subprocess.CalledProcessError`` when the child fails."""
+    out = subprocess.run([sys.executable, "-m", "mqstore.tools.bench.e2e", workload, directory,
+                          str(n)], env={**os.environ, "MQSTORE_PURE": "1"}, check=True,
+                         capture_output=True, text=True)
+    figure = E2EFigure(**json.loads(out.stdout.splitlines()[-1]))
+    assert figure.system == DEFAULT.name, figure  # the child ran the default settings
+    return E2EFigure(figure.workload, PURE.name, figure.messages, figure.seconds, figure.cpu_s)
 
 
 def journal_ceiling(directory: str, seconds: float) -> E2EFigure:
@@ -287,6 +317,11 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
         ("the async floor (asyncio, no storage)", lambda d: floor_async(messages)),
         ("the journal, 256 asyncio appenders", lambda d: journal_ceiling(d, 3.0)),
     ]
+    if build() == "compiled":  # the same three on the pure build, beside them
+        steps += [(f"{PURE.name}, {what}", lambda d, w=w, k=k: in_pure_build(w, d, k))
+                  for what, w, k in (("one at a time", "one", one),
+                                     ("batches of 100", "batch", messages),
+                                     ("256 producers + 256 consumers", "async", messages))]
     try:
         probe = fdatasync_probe(root)
         figures, missing = [], []
@@ -329,8 +364,8 @@ class Target:
 
 def targets(result: E2EResult) -> List[Target]:
     """The run's ratios against issue 38's targets, which hold for the default settings
-    (``DEFAULT``); the other variants' same ratios are shown without a bound, and the ratios
-    with no target for the default one only."""
+    (``DEFAULT``); the other variants' and the pure build's (``PURE``) same ratios are shown
+    without a bound, and the ratios with no target for the default one only."""
     def ratio(a: Optional[E2EFigure], b: Optional[E2EFigure]) -> Optional[float]:
         return a.rate / b.rate if a is not None and b is not None and b.rate else None
 
@@ -340,7 +375,7 @@ def targets(result: E2EResult) -> List[Target]:
     get = result.get
     floor_b, floor_a = get("batch", FLOOR_BATCH), get("async", FLOOR_ASYNC)
     out = []
-    for v in VARIANTS:
+    for v in (*VARIANTS, PURE):
         me = v.name
         one, batch, both = get("one", me), get("batch", me), get("async", me)
         goals = [  # (name, value, the default settings' bound, at most)
@@ -377,3 +412,8 @@ def targets(result: E2EResult) -> List[Target]:
             Target("send, mqstore / journal",
                    ratio(get("send", "mqstore"), get("journal", "journal")), None)]
     return out
+
+
+if __name__ == "__main__":  # in_pure_build's child: WORKLOAD DIRECTORY MESSAGES -> one JSON line
+    name, where, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    print(json.dumps(asdict(WORKLOADS[name](where, count))))
