@@ -303,20 +303,23 @@ def cancel(broker: BrokerCore, refs: Sequence[MessageRef], delayed: bool = True
             continue  # deleted meanwhile, or nothing was taken off the queue
         settings = broker.settings.resolve(queue.config.address)
         limit = settings.max_delivery_attempts
-        back = []
+        back, leaving = [], []
         for ref in group:
             delay = redelivery_delay(settings, ref.delivery_count) if delayed else 0
             if limit is not None and limit >= 0 and ref.delivery_count >= limit:
-                queue.delivering.pop(ref.msg.mid, None)
-                ref.consumer = None
                 dead.append((ref, AckReason.KILLED.value))
+                leaving.append(ref)
             elif delay > 0:
-                queue.delivering.pop(ref.msg.mid, None)
-                ref.consumer = None
                 later.append((ref, now + delay))
+                leaving.append(ref)
             else:
                 back.append(ref)
+        # those leaving stay in delivery until the others are back: a refill the returns make
+        # passes over them, never reading one back from the index (where it still is) into RAM
         removals += queue.return_to_head(back, now)
+        for ref in leaving:
+            queue.delivering.pop(ref.msg.mid, None)
+            ref.consumer = None
         returned += back
     removed = {id(r) for r, _why in removals}
     records = [(RecordKind.ACK, schema.ack(r.queue.id, r.msg.mid, why))

@@ -349,23 +349,28 @@ class Queue(QueueBacklog):
         000_721345e89d5d1b64.txt, Messages in Delivery & Rollbacks). Returns what the
         policies remove (a ring keeps the tail: the reference just put back goes)."""
         removals: List[Tuple[MessageRef, str]] = []
+        delivering = self.delivering
         for ref in reversed(refs):
-            self.delivering.pop(ref.msg.mid, None)
-            ref.consumer = None
+            mid = ref.msg.mid
             if self.ahead:
-                self.ahead.discard(ref.msg.mid)
+                self.ahead.discard(mid)
             dropped = []
             for policy in self.policies:
                 if hasattr(policy, "returned"):
                     dropped += policy.returned(ref)
+            if not dropped and self.horizon is not None and \
+                    lane_in(ref.order) > lane_in(self.horizon):
+                # its priority's head is not in RAM: read the queue's head in first, so it goes
+                # before what came onto that head meanwhile (a scheduled message come due), as
+                # at a close; at an open, the index holds every other reference of the queue.
+                # It is still in delivery: the refill passes over it, never reading it back
+                # from the index (where it still is) as well as putting it back here
+                self.refill()
+            delivering.pop(mid, None)
+            ref.consumer = None
             if dropped:
                 removals += dropped
                 continue
-            if self.horizon is not None and lane_in(ref.order) > lane_in(self.horizon):
-                # its priority's head is not in RAM: read the queue's head in first, so it goes
-                # before what came onto that head meanwhile (a scheduled message come due), as
-                # at a close; at an open, the index holds every other reference of the queue
-                self.refill()
             if self.horizon is not None and lane_in(ref.order) > lane_in(self.horizon):
                 self._behind_horizon(ref)  # still beyond what RAM holds: its place in key order
             else:
