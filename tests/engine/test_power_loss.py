@@ -191,6 +191,9 @@ def test_power_loss_under_the_broker() -> None:
     total = 0
     seed = 0
     while total < STATES_TARGET:
-        total += run(seed, 150)
+        try:
+            total += run(seed, 150)
+        except AssertionError as exc:  # which workload: run(seed, 150) again to look at it
+            raise AssertionError(f"workload seed {seed}: {exc}") from exc
         seed += 1
     assert total >= STATES_TARGET
