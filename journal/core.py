@@ -28,7 +28,8 @@ class JournalCore(Protocol):
         _lock: guards every member below. _work: the writer thread waits on it for records.
         _space: appenders wait on it while ``max_pending_bytes`` are pending.
         _segments: the segment table by sequence. _active: the segment appends go to.
-        _open: the batch being filled (records appended, not yet written).
+        _open: the batch being filled (records appended, not yet written). _taken: the newest
+            batch taken out of ``_open`` to be written (complete once it is durable).
         _next_lsn, _durable_lsn: the next LSN to give, the last LSN known durable.
         _failure: the error that fail-stopped the journal (``None`` while healthy).
         _stopping: close has begun. _writer_idle: the writer thread waits for work.
@@ -45,6 +46,7 @@ class JournalCore(Protocol):
     _segments: Dict[int, SegmentInfo]
     _active: SegmentInfo
     _open: Batch
+    _taken: Optional[Batch]
     _next_lsn: int
     _durable_lsn: int
     _failure: Optional[BaseException]

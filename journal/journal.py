@@ -55,6 +55,7 @@ class Journal(JournalReading):
         self._space = threading.Condition(self._lock)
         self._segments: Dict[int, SegmentInfo] = {}
         self._open = Batch()
+        self._taken: Optional[Batch] = None  # the newest batch swapped out of ``_open``
         self._stopping = False
         self._closed = False
         self._failure: Optional[BaseException] = None
@@ -353,9 +354,12 @@ class Journal(JournalReading):
         with self._lock:
             if self._failure is not None:
                 raise JournalFailedError(self._failure)
-            batch = self._open if self._open.frames else None
-            if batch is not None and self._writer_idle:
-                self._wake_writer()
+            if self._open.frames:
+                batch: Optional[Batch] = self._open
+                if self._writer_idle:
+                    self._wake_writer()
+            else:  # the newest batch taken to be written may still be on its way to the disk
+                batch = self._taken  # (batches complete in order: the newest one, the last)
         return batch.wait(timeout) if batch is not None else True
 
     def sync(self) -> None:

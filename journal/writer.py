@@ -176,6 +176,7 @@ class GroupCommitWriter:
             if not j._open.frames or j._failure is not None:
                 return None
             batch, j._open = j._open, Batch()
+            j._taken = batch
             j._space.notify_all()
             return batch
 
@@ -189,6 +190,7 @@ class GroupCommitWriter:
                 if j._open is not batch or j._failure is not None:
                     return
                 j._open = Batch()
+                j._taken = batch
                 j._space.notify_all()
             self._flush_and_complete(batch)
         finally:

@@ -18,6 +18,7 @@ from pyroaring import BitMap64
 from mqstore.journal import (CorruptJournalError, DirectoryLockedError, InvalidRecordError, Journal,
                              JournalClosedError, JournalFailedError, JournalOptions, ReadOnlyError,
                              RecordTooLargeError, SimulatedFileSystem)
+from tests.waiting import PATIENCE
 
 SMALL = JournalOptions(segment_size=8192)
 
@@ -448,3 +449,30 @@ def test_a_failed_write_is_logged_as_an_error(caplog: pytest.LogCaptureFixture) 
     errors = [r.getMessage() for r in caplog.records
               if r.name == "mqstore.journal" and r.levelname == "ERROR"]
     assert len(errors) == 1 and "/j failed" in errors[0] and "injected EIO" in errors[0]
+
+
+def test_wait_durable_waits_for_a_batch_being_flushed() -> None:
+    """``wait_durable`` (and ``sync``, which an index checkpoint runs first) covers everything
+    appended so far, also the records the writer has taken and not yet synced: it returned at
+    once when no record waited in the open batch, and a checkpoint then covered records a power
+    loss could still take back (the index ahead of the journal)."""
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", JournalOptions(segment_size=1 << 16), fs=fs)
+    j.append(1, {"x": 1}).wait()
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(op: str) -> None:  # the writer holds the next batch before its fdatasync
+        if op == "fdatasync" and threading.current_thread() is not threading.main_thread():
+            entered.set()
+            assert release.wait(PATIENCE)
+    fs.hook = hold
+    try:
+        ticket = j.append(1, {"x": 2})  # nobody waits: the writer thread takes it
+        assert entered.wait(PATIENCE)
+        assert not ticket.done()
+        assert j.wait_durable(timeout=0) is False  # not durable yet: the fdatasync is held
+    finally:
+        release.set()
+    assert j.wait_durable(PATIENCE) is True
+    fs.hook = None
+    j.close()
