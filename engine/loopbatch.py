@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from itertools import groupby
 from typing import Any, List, Optional, Tuple
 
 from .addressing.names import Destination
@@ -51,17 +52,10 @@ class SendBatch:
         items, self.items = self.items, []
         if not items:
             return
-        try:
-            start = 0
-            while start < len(items):  # runs of sends to one destination of one broker
-                broker, dest = items[start][0].broker, items[start][1]
-                end = start + 1
-                while end < len(items) and items[end][1] == dest and \
-                        items[end][0].broker is broker:
-                    end += 1
+        try:  # runs of sends to one destination of one broker
+            for (broker, dest), run in groupby(items, lambda item: (item[0].broker, item[1])):
                 with broker.lock:
-                    self._place(broker, dest, items[start:end])
-                start = end
+                    self._place(broker, dest, list(run))
         except BaseException as exc:  # noqa: BLE001 - never leave a send's task waiting
             for _s, _d, _m, future in items:
                 if not future.done():
@@ -119,14 +113,9 @@ class AckBatch:
 
     def flush(self) -> None:
         items, self.items = self.items, []
-        start = 0
         try:
-            while start < len(items):  # runs of acks on one broker
-                broker = items[start][0]
-                end = start + 1
-                while end < len(items) and items[end][0] is broker:
-                    end += 1
-                run, start = items[start:end], end
+            for broker, group in groupby(items, lambda item: item[0]):  # runs on one broker
+                run = list(group)
                 try:
                     with broker.lock:
                         ticket = settle_acked(broker, [ref for _b, ref, _f in run])
