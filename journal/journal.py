@@ -253,7 +253,7 @@ class Journal(JournalReading):
                                list(records), self._max_frame, FRAME_OVERHEAD)
         if not encoded:
             raise InvalidRecordError("append_many needs at least one record")
-        locations, batch = place_records(self, encoded, wake=True)
+        locations, batch = place_records(self, encoded)
         return Ticket(batch.last_lsn, locations, batch, self)
 
     async def append_async(self, kind: int, payload: Any) -> Location:

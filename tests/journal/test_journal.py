@@ -10,6 +10,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -476,3 +477,34 @@ def test_wait_durable_waits_for_a_batch_being_flushed() -> None:
     assert j.wait_durable(PATIENCE) is True
     fs.hook = None
     j.close()
+
+
+def test_a_record_nobody_waits_on_is_synced_with_the_next_one_waited_on(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``append_many`` whose ticket nobody waits on (an ack that does not block, Artemis's
+    blockOnAcknowledge=false) does not wake the writer thread: the next caller that waits leads
+    the flush of both, one fdatasync for the two, in its own thread. (It woke the writer, which
+    synced the ack alone while the next send waited behind it: two fdatasyncs in a row per
+    message one at a time.) The writer's idle poll is made long here so that only the waits
+    flush; the pause between the two appends only gives a woken writer time to run."""
+    from mqstore.journal import writer
+    monkeypatch.setattr(writer, "IDLE_POLL_S", 60.0)
+    monkeypatch.setattr(writer, "IDLE_MAX_S", 60.0)
+    fs = SimulatedFileSystem()
+    j = Journal.open("/j", JournalOptions(segment_size=1 << 20), fs=fs)
+    by_writer = []
+    fs.hook = lambda op: by_writer.append(op) if op == "fdatasync" and \
+        threading.current_thread() is not threading.main_thread() else None
+    try:
+        j.append_many([(1, "first")]).wait()
+        before = j.statistics().fsyncs
+        for i in range(20):
+            ack = j.append_many([(2, {"ack": i})])
+            time.sleep(0.001)
+            j.append_many([(1, {"send": i})]).wait()
+            assert ack.done()  # the wait covered it too
+        assert j.statistics().fsyncs - before == 20
+        assert by_writer == []
+    finally:
+        fs.hook = None
+        j.close()
