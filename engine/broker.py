@@ -14,6 +14,7 @@ against ``engine.routing.core.BrokerCore``, so none imports this module); sessio
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -54,7 +55,13 @@ class Broker(BrokerManagement):
     """An open store. Create with ``Broker.open(directory)``; close with ``close()``.
 
     Thread-safe. One opener per directory (a second one gets ``DirectoryLockedError``).
+
+    Attributes:
+        directory: the store directory as opened (absolute; ``""`` for a broker built
+            without ``open``).
     """
+
+    directory = ""
 
     def __init__(self, persistence: Persistence, report: RecoveryReport,
                  syntax: WildcardSyntax = DEFAULT_SYNTAX,
@@ -190,6 +197,7 @@ class Broker(BrokerManagement):
             memory_budget=memory_budget, global_max_size=global_max_size, progress=progress,
             config=config,
             persist_delivery_count_before_delivery=persist_delivery_count_before_delivery)
+        broker.directory = os.path.abspath(directory)
         if expiry_scan_ms > 0:
             broker._start_reaper(expiry_scan_ms / 1000.0)
         broker.scheduler.start()

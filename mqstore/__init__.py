@@ -8,7 +8,9 @@ layers it stands on are its subpackages, ``mqstore.journal``, ``mqstore.recovery
 at its root); they are importable, but only what this module exports is the stable API. The
 integrations are submodules: ``mqstore.crashtest`` (crash-test your application),
 ``mqstore.kombu`` (the ``mqstore://`` kombu transport, for Celery), ``mqstore.metrics``
-(Prometheus) and ``mqstore.spark`` (journal segments as a Spark source).
+(Prometheus) and ``mqstore.spark`` (journal segments as a Spark source). ``serve(broker, ...)``
+serves an open store over AMQP 1.0 to other processes, and ``connect(url)`` is such a process's
+way in, with the same session calls.
 
 The names load on first use (PEP 562), so importing one layer (``mqstore.journal`` in a
 Spark executor or a crash-test child) does not load the others.
@@ -50,6 +52,8 @@ _EXPORTS: Tuple[Tuple[str, Tuple[str, ...]], ...] = (
     ("journal", ("JournalError", "JournalIOError", "JournalFailedError", "CorruptJournalError",
                  "DirectoryLockedError", "ReadOnlyError", "RecordTooLargeError")),
     ("recovery", ("RecoveryError", "IndexInvalidError", "MalformedRecordError")),
+    # serving a store to other processes (AMQP 1.0), and a client of a served one
+    ("tools.serve", ("serve", "connect", "ConnectionLostError", "ServeError")),
 )
 _LAYER_OF: Dict[str, str] = {name: layer for layer, names in _EXPORTS for name in names}
 

@@ -198,7 +198,7 @@ def test_every_relative_import_names_a_module_that_exists() -> None:
 
 # tools' packages, lowest first: each imports only the ones before it (and the CLI's modules at
 # tools' top, which the commands and these packages share)
-TOOLS_ROOMS = ("integrations", "spark", "bench", "demo")
+TOOLS_ROOMS = ("serve", "integrations", "spark", "bench", "demo")
 
 
 def test_tools_packages_import_downwards_only() -> None:

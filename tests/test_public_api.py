@@ -36,13 +36,15 @@ def test_the_integrations_are_submodules() -> None:
 
 def test_each_name_is_its_layers_object() -> None:
     """The facade re-exports; it defines nothing of its own (``mqstore.Broker`` is the
-    engine's ``Broker``)."""
+    engine's ``Broker``; ``mqstore.serve`` and ``mqstore.connect`` are tools' AMQP server
+    and client)."""
     for name in mqstore.__all__:
         if name == "__version__":
             continue
         value = getattr(mqstore, name)
         layer = value.__module__.split(".")
-        assert layer[0] == "mqstore" and layer[1] in ("journal", "recovery", "engine"), name
+        assert layer[0] == "mqstore" and layer[1] in ("journal", "recovery", "engine", "tools"), \
+            name
 
 
 def test_importing_one_layer_loads_no_layer_above_it() -> None:

@@ -472,10 +472,12 @@ def crashtest(path: str, samples: int, seed: int) -> None:
 from .admin import register_admin  # noqa: E402  (qpid-config-style administration)
 from .commands import register  # noqa: E402  (the data commands)
 from .configcmd import register_config  # noqa: E402  (broker.xml and TOML files)
+from .servecmd import register_serve  # noqa: E402  (serving a store over AMQP 1.0)
 
 register(main)
 register_admin(main)
 register_config(main)
+register_serve(main)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -1,0 +1,697 @@
+"""``mqstore.connect(url)``: a served store (``mqstore serve``) through the same session and
+consumer calls as an embedded one, so a program moves between the two by changing one line::
+
+    broker = mqstore.connect("amqp://127.0.0.1:5672")   # was: mqstore.Broker.open("store")
+    with broker.session() as s:
+        s.send("orders", mqstore.Message(b"..."))
+        d = s.create_consumer("orders").receive(5.0)
+        d.ack()
+
+Underneath it is an AMQP 1.0 client on qpid-proton (``tools.serve.wire`` in a thread of its
+own): ``send`` waits until the server settles the transfer, which it does once the message is
+durable, and raises the server's mqstore error when the store refused it; a consumer grants the
+server credit for what ``receive`` asks for (plus ``prefetch``), never beyond ``window``
+unsettled, so messages are not taken from the queue ahead of the receives; ``ack``, ``reject``
+and ``release`` send the AMQP outcome (accepted, rejected, released) and return once it is
+written to the socket: as ``block_on_acknowledge=False``, an ack is durable at the server's next
+group commit. Closing a consumer, a session or the connection, or losing it, gives back what
+was received and not settled.
+
+Not over the wire yet: transacted sessions, browsers, management, queue declaration and
+deletion (use ``mqstore`` commands or the embedding program for those).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import itertools
+import threading
+import time
+import uuid
+from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, TypeVar
+from urllib.parse import urlparse
+
+from proton import Delivery as Transfer
+from proton import Data, Described, Event, Link, Message as AmqpMessage, Terminus, symbol
+
+from mqstore.engine import IllegalStateError, InvalidArgumentError, Message
+from mqstore.journal import MqStoreError
+
+from .conditions import error_of
+from .convert import for_send, received
+from .terminus import ANYCAST, MULTICAST
+from .wire import ProtonWire, tag_of
+
+T = TypeVar("T")
+CONNECT_TIMEOUT = 30.0  # seconds to connect and to open a link
+DEFAULT_WINDOW = 1000
+
+
+class ConnectionLostError(MqStoreError):
+    """The connection to the served store closed or dropped; what it had received and not
+    settled goes back to its queues on the server."""
+
+
+class _Loop:
+    """The client's event loop thread, where every proton object is touched."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="mqstore-client",
+                                       daemon=True)
+        self.thread.start()
+
+    def call(self, fn: Callable[[], T], timeout: Optional[float] = None) -> T:
+        """Run ``fn`` in the loop; return what it returns (raise what it raises)."""
+        async def run() -> T:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def wait(self, fut: "asyncio.Future[T]", timeout: Optional[float]) -> T:
+        """Wait from another thread for a future of the loop (``TimeoutError`` after
+        ``timeout`` seconds)."""
+        async def run() -> T:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout)
+        return asyncio.run_coroutine_threadsafe(run(), self.loop).result()
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+        self.loop.close()
+
+
+class _Client:
+    """The handler of the client's ``ProtonWire`` (in the loop)."""
+
+    def __init__(self, wire: ProtonWire, loop: asyncio.AbstractEventLoop) -> None:
+        self.wire = wire
+        self.loop = loop
+        self.opened: "asyncio.Future[None]" = loop.create_future()
+        self.links: Dict[Link, Any] = {}  # link -> _SenderLink or RemoteConsumer
+        self.lost: Optional[MqStoreError] = None
+
+    def on_event(self, ev: Any) -> None:
+        """One proton ``Event`` of this connection."""
+        t = ev.type
+        if t == Event.CONNECTION_REMOTE_OPEN:
+            if not self.opened.done():
+                self.opened.set_result(None)
+        elif t == Event.LINK_REMOTE_OPEN:
+            owner = self.links.get(ev.link)
+            if owner is not None:
+                owner.on_open()
+        elif t == Event.DELIVERY:
+            owner = self.links.get(ev.delivery.link)
+            if owner is not None:
+                owner.on_delivery(ev.delivery)
+        elif t == Event.LINK_FLOW:
+            owner = self.links.get(ev.link)
+            if owner is not None:
+                owner.on_flow()
+        elif t == Event.LINK_REMOTE_CLOSE or t == Event.LINK_REMOTE_DETACH:
+            owner = self.links.pop(ev.link, None)
+            if owner is not None:
+                owner.on_close(error_of(ev.link.remote_condition, "the server closed the link"))
+            if ev.link.state & Link.LOCAL_ACTIVE:
+                ev.link.close()
+        elif t == Event.CONNECTION_REMOTE_CLOSE:
+            self._lose(error_of(self.wire.connection.remote_condition,
+                                "the server closed the connection"))
+            self.wire.connection.close()
+
+    def on_closed(self) -> None:
+        self._lose(ConnectionLostError("the connection to the served store was lost"))
+
+    def _lose(self, error: MqStoreError) -> None:
+        if self.lost is None:
+            self.lost = error if isinstance(error, MqStoreError) else ConnectionLostError(str(error))
+        if not self.opened.done():
+            self.opened.set_exception(self.lost)
+        for owner in list(self.links.values()):
+            owner.on_close(self.lost)
+        self.links.clear()
+
+
+class _SenderLink:
+    """One sender link of a session, to one destination (in the loop)."""
+
+    _tags = itertools.count(1)
+
+    def __init__(self, client: _Client, link: Link) -> None:
+        self.client = client
+        self.link = link
+        self.opened: "asyncio.Future[None]" = client.loop.create_future()
+        self.waiting: Dict[str, "asyncio.Future[None]"] = {}
+        self.queued: Deque[Tuple[str, bytes]] = collections.deque()  # waiting for credit
+        self.error: Optional[MqStoreError] = None
+
+    def on_open(self) -> None:
+        if self.link.remote_target.type == Terminus.UNSPECIFIED:
+            return  # refused: the close with its reason follows
+        if not self.opened.done():
+            self.opened.set_result(None)
+
+    def send(self, payload: bytes) -> "asyncio.Future[None]":
+        tag = str(next(self._tags))
+        fut: "asyncio.Future[None]" = self.client.loop.create_future()
+        if self.error is not None:
+            fut.set_exception(self.error)
+            return fut
+        self.waiting[tag] = fut
+        self.queued.append((tag, payload))
+        self.on_flow()
+        return fut
+
+    def on_flow(self) -> None:
+        link = self.link
+        sent = False
+        while self.queued and link.credit > 0:
+            tag, payload = self.queued.popleft()
+            link.delivery(tag)
+            link.send(payload)
+            link.advance()
+            sent = True
+        if sent:
+            self.client.wire.pump()
+
+    def on_delivery(self, transfer: Transfer) -> None:
+        if not transfer.updated and not transfer.settled:
+            return
+        fut = self.waiting.pop(tag_of(transfer), None)
+        state, condition = transfer.remote_state, transfer.remote.condition
+        transfer.settle()
+        if fut is None or fut.done():
+            return
+        if state == Transfer.ACCEPTED:
+            fut.set_result(None)
+        else:
+            fut.set_exception(error_of(condition, "the server did not take the message"))
+
+    def on_close(self, error: MqStoreError) -> None:
+        self.error = error
+        if not self.opened.done():
+            self.opened.set_exception(error)
+        for fut in self.waiting.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self.waiting.clear()
+
+
+class RemoteDelivery:
+    """A message received from a served store; settle it with ``ack``, ``reject`` or
+    ``release`` (as ``mqstore.Delivery``).
+
+    Attributes:
+        message: the ``Message`` (body, properties, the broker's message id...).
+        delivery_count: deliveries of it so far, this one included.
+        queue: the source the consumer was made on.
+        state: ``delivered``, ``acked``, ``rejected`` or ``released``.
+    """
+
+    def __init__(self, consumer: "RemoteConsumer", transfer: Transfer, message: Message,
+                 delivery_count: int) -> None:
+        self._consumer = consumer
+        self._transfer = transfer
+        self.message = message
+        self.delivery_count = delivery_count
+        self.queue = consumer.queue
+        self.state = "delivered"
+
+    @property
+    def redelivered(self) -> bool:
+        """Whether this message was delivered before."""
+        return self.delivery_count > 1
+
+    def ack(self) -> None:
+        """Accept it: the message leaves its queue (durable at the server's next group
+        commit).
+
+        Raises:
+            IllegalStateError: already settled. ConnectionLostError.
+        """
+        self._consumer._settle(self, Transfer.ACCEPTED, "acked")
+
+    def reject(self) -> None:
+        """Reject it: the address's dead-letter settings apply (as ``Delivery.reject``)."""
+        self._consumer._settle(self, Transfer.REJECTED, "rejected")
+
+    def release(self) -> None:
+        """Give it back unsettled (as ``Delivery.release``: with its delivery count)."""
+        self._consumer._settle(self, Transfer.RELEASED, "released")
+
+
+class RemoteConsumer:
+    """Receives from a queue (or a topic subscription) of a served store; made by
+    ``RemoteSession.create_consumer`` or ``create_subscriber``."""
+
+    def __init__(self, session: "RemoteSession", link: Link, queue: str, window: int,
+                 prefetch: int) -> None:
+        self.session = session
+        self.link = link
+        self.queue = queue
+        self.window = window
+        self.prefetch = prefetch
+        self.closed = False
+        self._loop = session._loop
+        self._client = session._client
+        self.opened: "asyncio.Future[None]" = self._loop.loop.create_future()
+        self._buffer: Deque[RemoteDelivery] = collections.deque()
+        self._unsettled = 0
+        self._arrived: Optional["asyncio.Future[None]"] = None
+        self._error: Optional[MqStoreError] = None
+
+    # -- in the loop --------------------------------------------------------------------------
+    def on_open(self) -> None:
+        if self.link.remote_source.type == Terminus.UNSPECIFIED:
+            return  # refused: the close with its reason follows
+        if not self.opened.done():
+            self.opened.set_result(None)
+
+    def on_delivery(self, transfer: Transfer) -> None:
+        if transfer.partial or not transfer.readable:
+            return
+        data = self.link.recv(transfer.pending)
+        self.link.advance()
+        amqp = AmqpMessage()
+        amqp.decode(data)
+        self._buffer.append(RemoteDelivery(self, transfer, received(amqp),
+                                           int(amqp.delivery_count) + 1))
+        self._unsettled += 1
+        self._wake()
+
+    def on_flow(self) -> None:
+        if self.link.credit == 0:
+            self._wake()  # a drain ended
+
+    def on_close(self, error: MqStoreError) -> None:
+        self._error = error
+        if not self.opened.done():
+            self.opened.set_exception(error)
+        self._wake()
+
+    def _wake(self) -> None:
+        fut, self._arrived = self._arrived, None
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def _grant(self, wanted: int, drain: bool) -> "asyncio.Future[None]":
+        """Credit for ``wanted`` more messages (within the window), and the future of the
+        next arrival (or the end of the drain)."""
+        link = self.link
+        room = self.window - self._unsettled - len(self._buffer) - link.credit
+        more = max(0, min(wanted, room))
+        if drain:
+            link.drain(more)
+        elif more:
+            link.flow(more)
+        self._client.wire.pump()
+        self._arrived = self._loop.loop.create_future()
+        return self._arrived
+
+    # -- the caller's thread ------------------------------------------------------------------
+    def receive(self, timeout: Optional[float] = None) -> Optional[RemoteDelivery]:
+        """The next message, or ``None`` after ``timeout`` seconds (``None``: wait as long as
+        it takes; 0: only what the server has at once, asked with an AMQP drain).
+
+        Raises:
+            IllegalStateError: closed. ConnectionLostError, or the server's error when it
+            ended the consumer.
+        """
+        got = self.receive_many(1, timeout)
+        return got[0] if got else None
+
+    def receive_nowait(self) -> Optional[RemoteDelivery]:
+        """``receive(0)``."""
+        return self.receive(0)
+
+    def receive_many(self, max_messages: int, timeout: Optional[float] = None
+                     ) -> List[RemoteDelivery]:
+        """Up to ``max_messages`` messages: waits for the first (as ``receive``), then takes
+        what has arrived with it."""
+        if self.closed:
+            raise IllegalStateError("the consumer is closed")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        wanted = max_messages + self.prefetch
+        first = True
+        while True:
+            def step() -> Tuple[List[RemoteDelivery], Optional["asyncio.Future[None]"]]:
+                if self._buffer:
+                    n = min(max_messages, len(self._buffer))
+                    return [self._buffer.popleft() for _ in range(n)], None
+                if self._error is not None:
+                    raise self._error
+                return [], self._grant(wanted - self.link.credit if first else 0,
+                                       drain=timeout == 0)
+            got, fut = self._loop.call(step)
+            if got or fut is None:
+                return got
+            first = False
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if timeout == 0:
+                left = CONNECT_TIMEOUT  # the drain's answer
+            try:
+                self._loop.wait(fut, left)
+            except (TimeoutError, asyncio.TimeoutError):
+                return []
+            if timeout == 0:
+                return self._loop.call(
+                    lambda: [self._buffer.popleft()] if self._buffer else [])
+
+    def _settle(self, delivery: RemoteDelivery, state: int, name: str) -> None:
+        def step() -> None:
+            if delivery.state != "delivered":
+                raise IllegalStateError(f"the delivery is {delivery.state} already")
+            self._settle_here(delivery, state, name)
+        self._loop.call(step)
+
+    def _settle_here(self, delivery: RemoteDelivery, state: int, name: str) -> None:
+        """Send ``delivery``'s outcome (in the loop)."""
+        if self._error is not None:
+            raise self._error
+        transfer = delivery._transfer
+        transfer.update(state)
+        transfer.settle()
+        delivery.state = name
+        self._unsettled -= 1
+        self._client.wire.pump()
+
+    def close(self) -> None:
+        """Close the consumer: what it received and did not settle goes back to the queue on
+        the server. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+
+        def step() -> None:
+            for d in self._buffer:
+                d._transfer.update(Transfer.RELEASED)
+                d._transfer.settle()
+                d.state = "released"
+            self._buffer.clear()
+            self._client.links.pop(self.link, None)
+            if self.link.state & Link.LOCAL_ACTIVE:
+                self.link.close()
+            self._client.wire.pump()
+        self._loop.call(step)
+
+
+class RemoteSession:
+    """A session on a served store (``RemoteBroker.session``): ``send``, ``send_many``,
+    ``create_consumer``, ``create_subscriber``, ``ack_many``, as ``mqstore.Session``."""
+
+    _names = itertools.count(1)
+
+    def __init__(self, broker: "RemoteBroker") -> None:
+        self._broker = broker
+        self._loop = broker._loop
+        self._client = broker._client
+        self._senders: Dict[str, _SenderLink] = {}
+        self.consumers: List[RemoteConsumer] = []
+        self.closed = False
+        self._ssn = self._loop.call(self._open_session)
+
+    def _open_session(self) -> Any:
+        ssn = self._client.wire.connection.session()
+        ssn.open()
+        self._client.wire.pump()
+        return ssn
+
+    def _check(self) -> None:
+        if self.closed:
+            raise IllegalStateError("the session is closed")
+        if self._client.lost is not None:
+            raise self._client.lost
+
+    def _sender(self, destination: str) -> _SenderLink:
+        found = self._senders.get(destination)
+        if found is not None and found.error is None:
+            return found
+
+        def step() -> _SenderLink:
+            link = self._ssn.sender(f"{self._broker.client_id}-sender-{next(self._names)}")
+            link.target.address = destination
+            link.source.address = destination
+            sender = _SenderLink(self._client, link)
+            self._client.links[link] = sender
+            link.open()
+            self._client.wire.pump()
+            return sender
+        sender = self._loop.call(step)
+        self._loop.wait(sender.opened, CONNECT_TIMEOUT)
+        self._senders[destination] = sender
+        return sender
+
+    def send(self, destination: str, message: Message, timeout: Optional[float] = None
+             ) -> None:
+        """Send one message; returns once the server has it durable (as ``Session.send``).
+
+        Raises:
+            The server's mqstore error for a refusal (``AddressNotFoundError``,
+            ``AddressFullError``...): nothing sent. InvalidArgumentError: a bad message.
+            ConnectionLostError. TimeoutError: no answer within ``timeout`` seconds.
+        """
+        self.send_many(destination, [message], timeout)
+
+    def send_many(self, destination: str, messages: Sequence[Message],
+                  timeout: Optional[float] = None) -> None:
+        """Send messages in order and wait for all of them (one group commit on the
+        server when they arrive together). Raises the first refusal's error."""
+        self._check()
+        if not isinstance(destination, str) or not destination:
+            raise InvalidArgumentError("destination", f"{destination!r}: an address name")
+        payloads = [for_send(m.checked()).encode() for m in messages]
+        sender = self._sender(destination)
+        futures = self._loop.call(lambda: [sender.send(p) for p in payloads])
+
+        async def all_settled() -> None:  # the first refusal's error, once all are settled
+            results = await asyncio.gather(*futures, return_exceptions=True)
+            for r in results:
+                if isinstance(r, BaseException):
+                    raise r
+        try:
+            self._loop.wait(self._loop.call(lambda: asyncio.ensure_future(all_settled())),
+                            timeout)
+        except (asyncio.TimeoutError, TimeoutError):
+            raise TimeoutError(f"the served store did not answer within {timeout} s") \
+                from None
+
+    def _receiver(self, source: str, caps: Sequence[str], window: int, prefetch: int,
+                  selector: Optional[str], durable: bool, name: Optional[str]
+                  ) -> RemoteConsumer:
+        self._check()
+        if not isinstance(window, int) or window < 1:
+            raise InvalidArgumentError("window", f"{window!r}: an int >= 1")
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise InvalidArgumentError("prefetch", f"{prefetch!r}: an int >= 0")
+        holder: List[RemoteConsumer] = []
+
+        def step() -> None:
+            link = self._ssn.receiver(name or f"{self._broker.client_id}-receiver-"
+                                              f"{next(self._names)}")
+            link.source.address = source
+            if caps:
+                link.source.capabilities.put_array(False, Data.SYMBOL)
+                link.source.capabilities.enter()
+                for cap in caps:
+                    link.source.capabilities.put_symbol(symbol(cap))
+                link.source.capabilities.exit()
+            if selector:
+                link.source.filter.put_dict({symbol("selector"): Described(
+                    symbol("apache.org:selector-filter:string"), selector)})
+            if durable:
+                link.source.durability = Terminus.DELIVERIES
+                link.source.expiry_policy = Terminus.EXPIRE_NEVER
+            link.target.address = source
+            consumer = RemoteConsumer(self, link, source, window, prefetch)
+            self._client.links[link] = consumer
+            link.open()
+            self._client.wire.pump()
+            holder.append(consumer)
+        self._loop.call(step)
+        consumer = holder[0]
+        self._loop.wait(consumer.opened, CONNECT_TIMEOUT)
+        self.consumers.append(consumer)
+        return consumer
+
+    def create_consumer(self, queue: str, window: int = DEFAULT_WINDOW,
+                        selector: Optional[str] = None, prefetch: int = 0) -> RemoteConsumer:
+        """A consumer on a queue (name or FQQN ``address::queue``; ``multicast://address``:
+        a subscription of its own), as ``Session.create_consumer``.
+
+        Raises:
+            The server's error (``QueueNotFoundError``...), nothing created.
+        """
+        caps = [] if queue.startswith((ANYCAST, MULTICAST)) or "::" in queue else ["queue"]
+        return self._receiver(queue, caps, window, prefetch, selector, False, None)
+
+    def create_subscriber(self, address: str, subscription: Optional[str] = None, *,
+                          durable: bool = False, shared: bool = False,
+                          selector: Optional[str] = None, window: int = DEFAULT_WINDOW,
+                          prefetch: int = 0) -> RemoteConsumer:
+        """A topic subscriber on multicast address ``address`` (as
+        ``Session.create_subscriber``). A durable one's queue is ``<client id>.<subscription>``
+        (the client id is ``connect``'s); a durable or shared one needs a name."""
+        if (durable or shared) and not subscription:
+            raise InvalidArgumentError("subscription", "a durable or shared subscription "
+                                       "needs a name")
+        caps = ["topic"] + (["shared"] if shared else [])
+        return self._receiver(address, caps, window, prefetch, selector, durable,
+                              subscription)
+
+    def ack_many(self, deliveries: Sequence[RemoteDelivery]) -> None:
+        """Ack each of ``deliveries`` (as ``Session.ack_many``), in one step of the client's
+        loop.
+
+        Raises:
+            IllegalStateError: one of them is settled already (none is acked then).
+        """
+        ds = list(deliveries)
+
+        def step() -> None:
+            for d in ds:
+                if d.state != "delivered":
+                    raise IllegalStateError(f"a delivery is {d.state} already")
+            for d in ds:
+                d._consumer._settle_here(d, Transfer.ACCEPTED, "acked")
+        self._loop.call(step)
+
+    def close(self) -> None:
+        """Close the session: its consumers' unsettled messages go back. Safe to call
+        twice."""
+        if self.closed:
+            return
+        for c in self.consumers:
+            c.close()
+        self.closed = True
+
+        def step() -> None:
+            for sender in self._senders.values():
+                self._client.links.pop(sender.link, None)
+                if sender.link.state & Link.LOCAL_ACTIVE:
+                    sender.link.close()
+            if self._ssn.state & self._ssn.LOCAL_ACTIVE:
+                self._ssn.close()
+            self._client.wire.pump()
+        if self._client.lost is None:
+            self._loop.call(step)
+
+    def __enter__(self) -> "RemoteSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class RemoteBroker:
+    """A served store, as ``connect`` returns it: ``session()`` and ``close()``, as a
+    ``Broker`` has them.
+
+    Attributes:
+        url: where it is served. client_id: this connection's AMQP container id (the
+            client id of its durable subscriptions).
+    """
+
+    def __init__(self, url: str, client_id: Optional[str], timeout: float,
+                 heartbeat: Optional[float] = None) -> None:
+        parsed = urlparse(url) if isinstance(url, str) else urlparse("")
+        host = parsed.hostname
+        if parsed.scheme != "amqp" or not host:
+            raise InvalidArgumentError("url", f"{url!r}: give amqp://host:port")
+        self.url = url
+        self.client_id = client_id or f"mqstore-{uuid.uuid4()}"
+        self._loop = _Loop()
+        holder: List[_Client] = []
+
+        def factory(wire: ProtonWire) -> _Client:
+            client = _Client(wire, self._loop.loop)
+            if heartbeat:
+                wire.transport.idle_timeout = heartbeat
+            wire.connection.container = self.client_id
+            wire.connection.hostname = host
+            wire.connection.open()
+            holder.append(client)
+            return client
+
+        async def dial() -> None:
+            await self._loop.loop.create_connection(lambda: ProtonWire(False, factory),
+                                                    host, parsed.port or 5672)
+        try:
+            asyncio.run_coroutine_threadsafe(dial(), self._loop.loop).result(timeout)
+            self._client = holder[0]
+            self._loop.wait(self._client.opened, timeout)
+        except (OSError, asyncio.TimeoutError, TimeoutError) as exc:
+            self._loop.stop()
+            raise ConnectionLostError(f"cannot connect to {url}: {exc or 'no answer'}",
+                                      hint="is `mqstore serve` running there?") from None
+        except MqStoreError:
+            self._loop.stop()
+            raise
+        self.closed = False
+        self.sessions: List[RemoteSession] = []
+
+    def session(self, transacted: bool = False, block_on_acknowledge: bool = False
+                ) -> RemoteSession:
+        """A new session (as ``Broker.session``).
+
+        Raises:
+            InvalidArgumentError: ``transacted`` or ``block_on_acknowledge`` asked for (not
+            available over a served connection yet). IllegalStateError: closed.
+        """
+        if transacted:
+            raise InvalidArgumentError("transacted", "transactions over a served store are "
+                                       "not available yet")
+        if block_on_acknowledge:
+            raise InvalidArgumentError("block_on_acknowledge", "acks over a served store do "
+                                       "not wait for their fsync yet")
+        if self.closed:
+            raise IllegalStateError("the connection is closed")
+        s = RemoteSession(self)
+        self.sessions.append(s)
+        return s
+
+    def close(self) -> None:
+        """Close every session and the connection. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        for s in self.sessions:
+            try:
+                s.close()
+            except MqStoreError:
+                pass
+
+        def step() -> None:
+            conn = self._client.wire.connection
+            if conn.state & conn.LOCAL_ACTIVE:
+                conn.close()
+            self._client.wire.pump()
+        try:
+            self._loop.call(step, CONNECT_TIMEOUT)
+        finally:
+            self._loop.stop()
+
+    def __enter__(self) -> "RemoteBroker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def connect(url: str, client_id: Optional[str] = None, timeout: float = CONNECT_TIMEOUT,
+            heartbeat: Optional[float] = None) -> RemoteBroker:
+    """Connect to a store served by ``mqstore serve`` (or ``mqstore.serve``) at ``url``
+    (``amqp://host:port``) with SASL ANONYMOUS.
+
+    Args:
+        client_id: the AMQP container id (the client id of durable subscriptions); default a
+            new UUID.
+        timeout: seconds to wait for the connection.
+        heartbeat: seconds of silence from the server after which the connection counts as
+            lost (AMQP's idle timeout: the server is asked for a frame at least every half of
+            it, and sends one while idle); ``None``: never.
+
+    Raises:
+        ConnectionLostError: nothing answers at ``url``. InvalidArgumentError: a bad URL.
+    """
+    return RemoteBroker(url, client_id, timeout, heartbeat)
