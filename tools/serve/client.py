@@ -88,6 +88,9 @@ class _Client:
         self.wire = wire
         self.loop = loop
         self.opened: "asyncio.Future[None]" = loop.create_future()
+        # the server answered our close (after applying what we sent before it), or the
+        # socket is gone
+        self.finished: "asyncio.Future[None]" = loop.create_future()
         self.links: Dict[Link, Any] = {}  # link -> _SenderLink or RemoteConsumer
         self.lost: Optional[MqStoreError] = None
 
@@ -119,9 +122,15 @@ class _Client:
             self._lose(error_of(self.wire.connection.remote_condition,
                                 "the server closed the connection"))
             self.wire.connection.close()
+            self._finish()
 
     def on_closed(self) -> None:
         self._lose(ConnectionLostError("the connection to the served store was lost"))
+        self._finish()
+
+    def _finish(self) -> None:
+        if not self.finished.done():
+            self.finished.set_result(None)
 
     def _lose(self, error: MqStoreError) -> None:
         if self.lost is None:
@@ -651,7 +660,9 @@ class RemoteBroker:
         return s
 
     def close(self) -> None:
-        """Close every session and the connection. Safe to call twice."""
+        """Close every session and the connection, and wait (up to ``CONNECT_TIMEOUT``
+        seconds) for the server's answer: the acks and outcomes sent before have taken effect
+        then. Safe to call twice."""
         if self.closed:
             return
         self.closed = True
@@ -668,6 +679,9 @@ class RemoteBroker:
             self._client.wire.pump()
         try:
             self._loop.call(step, CONNECT_TIMEOUT)
+            self._loop.wait(self._client.finished, CONNECT_TIMEOUT)
+        except (asyncio.TimeoutError, TimeoutError):
+            pass  # the server did not answer: what it had not applied, it gives back
         finally:
             self._loop.stop()
 

@@ -145,6 +145,10 @@ class Outbound:
                     self._credit.clear()
                     await self._credit.wait()
                     continue
+                if self.settling:  # outcomes received first: a released message is back
+                    # at the head before the next one is taken, as an embedded release
+                    await asyncio.gather(*list(self.settling), return_exceptions=True)
+                    continue
                 drain = link.drain_mode
                 delivery = await self.consumer.receive(0 if drain else None)
                 if delivery is None:  # draining and nothing left: the credit is used up
