@@ -27,15 +27,19 @@ demo: $(STAMP)
 
 # The tests' stores go on tmpfs when the machine has one: they check what a crash leaves through
 # the simulated file system and kill -9 (which the page cache survives), not the disk's fsync
-# speed, which swings 10x within minutes. `make test TEST_TMP=` runs them on the real disk.
-TEST_TMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm/mqstore-test-$$(id -u))
+# speed, which swings 10x within minutes. `make test TEST_TMP=` runs them on the real disk
+# (the system's temporary directory). Each run has a directory of its own there, removed when
+# it ends, so runs side by side (two worktrees, CI beside a developer) never share one.
+TEST_TMP ?= $(shell [ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm)
+RUN_PYTEST = base=$$(mktemp -d $(if $(TEST_TMP),-p $(TEST_TMP),-t) mqstore-test-XXXXXXXX) && \
+	trap 'rm -rf "$$base"' EXIT && $(1) $(PY) -m pytest --basetemp="$$base/t"
 
 test: $(STAMP)
-	$(PY) -m pytest $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
+	$(call RUN_PYTEST,)
 
 # The same tests on the pure-Python build (CI runs both).
 test-pure: $(STAMP)
-	MQSTORE_PURE=1 $(PY) -m pytest $(if $(TEST_TMP),--basetemp=$(TEST_TMP))
+	$(call RUN_PYTEST,MQSTORE_PURE=1)
 
 bench: $(STAMP)
 	$(VENV)/bin/mqstore bench journal
