@@ -18,8 +18,9 @@ import pytest
 from proton import Message as AmqpMessage
 from proton.utils import BlockingConnection
 
-from mqstore import (AddressNotFoundError, AddressSettings, Broker, InvalidArgumentError,
-                     Message, QueueConfig, QueueNotFoundError, RoutingType, connect, serve)
+from mqstore import (AddressNotFoundError, AddressSettings, Broker, IllegalStateError,
+                     InvalidArgumentError, Message, QueueConfig, QueueNotFoundError,
+                     RoutingType, connect, serve)
 from mqstore.tools.serve import LISTENER_FILE, ServeError
 from tests.waiting import PATIENCE, wait_for
 
@@ -80,6 +81,28 @@ def test_release_redelivers_with_its_count_and_reject_dead_letters(
     with broker.session() as es:
         dead = es.create_consumer("DLQ").receive(PATIENCE)
         assert dead is not None and dead.message.body == b"a"
+
+
+def test_acks_that_wait_return_once_the_server_has_them_durable(
+        served: Tuple[Broker, str]) -> None:
+    """``block_on_acknowledge=True`` over the wire: the receiver link asks for AMQP's
+    receiver-settle-mode ``second`` and the server settles each outcome after its fsync, so
+    when ``ack`` returns the message has left the queue (no waiting for it here)."""
+    broker, url = served
+    with connect(url) as remote, remote.session(block_on_acknowledge=True) as s:
+        s.send_many("orders", [Message(b"%d" % i) for i in range(4)])
+        c = s.create_consumer("orders")
+        d = c.receive(PATIENCE)
+        assert d is not None
+        d.ack()
+        assert broker.queue_info("orders").message_count == 3
+        rest = []
+        while len(rest) < 3:
+            rest += c.receive_many(3 - len(rest), PATIENCE)
+        s.ack_many(rest)
+        assert broker.queue_info("orders").message_count == 0
+        with pytest.raises(IllegalStateError):
+            d.ack()
 
 
 def test_refusals_come_back_as_the_same_errors_and_the_server_goes_on(
@@ -251,8 +274,9 @@ def test_the_serve_command_needs_anonymous_and_creates_nothing_without_it(
 
 
 def test_settled_sends_survive_kill_9_of_the_serving_process(tmp_path: Path) -> None:
-    """What the server settled was durable: SIGKILL the ``mqstore serve`` process while a
-    client sends, and every send that returned is in the store at the next open."""
+    """What the server settled was durable: SIGKILL the ``mqstore serve`` process after a
+    client's sends and waiting acks returned, and at the next open every send is in the store
+    and every such ack has taken its message away."""
     store = tmp_path / "store"
     with Broker.open(str(store), expiry_scan_ms=0) as b:
         b.create_address("jobs", routing_types={RoutingType.ANYCAST})
@@ -271,6 +295,9 @@ def test_settled_sends_survive_kill_9_of_the_serving_process(tmp_path: Path) -> 
         for i in range(20):
             s.send_many("jobs", [Message(b"%d" % (i * 10 + k)) for k in range(10)])
             sent += 10
+        acking = remote.session(block_on_acknowledge=True)  # acks that return once durable
+        taken = acking.create_consumer("jobs", window=50).receive_many(50, PATIENCE)
+        acking.ack_many(taken)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(PATIENCE)
         remote.close()
@@ -279,7 +306,7 @@ def test_settled_sends_survive_kill_9_of_the_serving_process(tmp_path: Path) -> 
             proc.kill()
             proc.wait(PATIENCE)
     with Broker.open(str(store), expiry_scan_ms=0) as b:
-        assert b.queue_info("jobs").message_count == sent
+        assert b.queue_info("jobs").message_count == sent - len(taken)
 
 
 def test_the_serve_command_stops_on_sigterm_and_closes_the_store(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ durable, and raises the server's mqstore error when the store refused it; a cons
 server credit for what ``receive`` asks for (plus ``prefetch``), never beyond ``window``
 unsettled, so messages are not taken from the queue ahead of the receives; ``ack``, ``reject``
 and ``release`` send the AMQP outcome (accepted, rejected, released) and return once it is
-written to the socket: as ``block_on_acknowledge=False``, an ack is durable at the server's next
-group commit. Closing a consumer, a session or the connection, or losing it, gives back what
+written to the socket (an ack is durable at the server's next group commit, as the embedded
+default), or, in a session made with ``block_on_acknowledge=True``, once the server settled it
+after its fsync (AMQP's receiver-settle-mode ``second``). Closing a consumer, a session or the connection, or losing it, gives back what
 was received and not settled.
 
 Not over the wire yet: transacted sessions, browsers, management, queue declaration and
@@ -269,6 +270,8 @@ class RemoteConsumer:
         self._unsettled = 0
         self._arrived: Optional["asyncio.Future[None]"] = None
         self._error: Optional[MqStoreError] = None
+        # block_on_acknowledge: outcomes sent and not yet settled by the server (durable)
+        self._confirms: Dict[str, "asyncio.Future[None]"] = {}
 
     # -- in the loop --------------------------------------------------------------------------
     def on_open(self) -> None:
@@ -278,6 +281,14 @@ class RemoteConsumer:
             self.opened.set_result(None)
 
     def on_delivery(self, transfer: Transfer) -> None:
+        waiting = self._confirms.get(tag_of(transfer)) if self._confirms else None
+        if waiting is not None:
+            if transfer.settled:  # the server has our outcome durable
+                del self._confirms[tag_of(transfer)]
+                transfer.settle()
+                if not waiting.done():
+                    waiting.set_result(None)
+            return
         if transfer.partial or not transfer.readable:
             return
         data = self.link.recv(transfer.pending)
@@ -297,6 +308,10 @@ class RemoteConsumer:
         self._error = error
         if not self.opened.done():
             self.opened.set_exception(error)
+        for fut in self._confirms.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._confirms.clear()
         self._wake()
 
     def _wake(self) -> None:
@@ -368,22 +383,32 @@ class RemoteConsumer:
                     lambda: [self._buffer.popleft()] if self._buffer else [])
 
     def _settle(self, delivery: RemoteDelivery, state: int, name: str) -> None:
-        def step() -> None:
+        def step() -> Optional["asyncio.Future[None]"]:
             if delivery.state != "delivered":
                 raise IllegalStateError(f"the delivery is {delivery.state} already")
-            self._settle_here(delivery, state, name)
-        self._loop.call(step)
+            return self._settle_here(delivery, state, name)
+        confirm = self._loop.call(step)
+        if confirm is not None:
+            self._loop.wait(confirm, None)
 
-    def _settle_here(self, delivery: RemoteDelivery, state: int, name: str) -> None:
-        """Send ``delivery``'s outcome (in the loop)."""
+    def _settle_here(self, delivery: RemoteDelivery, state: int, name: str
+                     ) -> Optional["asyncio.Future[None]"]:
+        """Send ``delivery``'s outcome (in the loop); in a session with
+        ``block_on_acknowledge``, the future of the server's settlement (once durable)."""
         if self._error is not None:
             raise self._error
         transfer = delivery._transfer
         transfer.update(state)
-        transfer.settle()
         delivery.state = name
         self._unsettled -= 1
+        confirm = None
+        if self.session.block_on_acknowledge:
+            confirm = self._loop.loop.create_future()
+            self._confirms[tag_of(transfer)] = confirm
+        else:
+            transfer.settle()
         self._client.wire.pump()
+        return confirm
 
     def close(self) -> None:
         """Close the consumer: what it received and did not settle goes back to the queue on
@@ -411,8 +436,9 @@ class RemoteSession:
 
     _names = itertools.count(1)
 
-    def __init__(self, broker: "RemoteBroker") -> None:
+    def __init__(self, broker: "RemoteBroker", block_on_acknowledge: bool = False) -> None:
         self._broker = broker
+        self.block_on_acknowledge = block_on_acknowledge
         self._loop = broker._loop
         self._client = broker._client
         self._senders: Dict[str, _SenderLink] = {}
@@ -508,6 +534,8 @@ class RemoteSession:
             if selector:
                 link.source.filter.put_dict({symbol("selector"): Described(
                     symbol("apache.org:selector-filter:string"), selector)})
+            if self.block_on_acknowledge:  # the server settles once the outcome is durable
+                link.rcv_settle_mode = Link.RCV_SECOND
             if durable:
                 link.source.durability = Terminus.DELIVERIES
                 link.source.expiry_policy = Terminus.EXPIRE_NEVER
@@ -557,13 +585,16 @@ class RemoteSession:
         """
         ds = list(deliveries)
 
-        def step() -> None:
+        def step() -> List["asyncio.Future[None]"]:
             for d in ds:
                 if d.state != "delivered":
                     raise IllegalStateError(f"a delivery is {d.state} already")
-            for d in ds:
-                d._consumer._settle_here(d, Transfer.ACCEPTED, "acked")
-        self._loop.call(step)
+            confirms = [d._consumer._settle_here(d, Transfer.ACCEPTED, "acked") for d in ds]
+            return [c for c in confirms if c is not None]
+        confirms = self._loop.call(step)
+        if confirms:
+            self._loop.wait(self._loop.call(lambda: asyncio.ensure_future(
+                asyncio.gather(*confirms))), None)
 
     def close(self) -> None:
         """Close the session: its consumers' unsettled messages go back. Safe to call
@@ -641,21 +672,21 @@ class RemoteBroker:
 
     def session(self, transacted: bool = False, block_on_acknowledge: bool = False
                 ) -> RemoteSession:
-        """A new session (as ``Broker.session``).
+        """A new session (as ``Broker.session``). With ``block_on_acknowledge``, ``ack``,
+        ``reject``, ``release`` and ``ack_many`` return once the server has the outcome
+        durable (its receiver links ask for AMQP's receiver-settle-mode ``second``: the server
+        settles after the fsync); else once the outcome is written to the socket.
 
         Raises:
-            InvalidArgumentError: ``transacted`` or ``block_on_acknowledge`` asked for (not
-            available over a served connection yet). IllegalStateError: closed.
+            InvalidArgumentError: ``transacted`` asked for (not available over a served
+            connection yet). IllegalStateError: closed.
         """
         if transacted:
             raise InvalidArgumentError("transacted", "transactions over a served store are "
                                        "not available yet")
-        if block_on_acknowledge:
-            raise InvalidArgumentError("block_on_acknowledge", "acks over a served store do "
-                                       "not wait for their fsync yet")
         if self.closed:
             raise IllegalStateError("the connection is closed")
-        s = RemoteSession(self)
+        s = RemoteSession(self, bool(block_on_acknowledge))
         self.sessions.append(s)
         return s
 

@@ -10,7 +10,9 @@ messages may be handed out: a task receives one message per unit of credit and t
 The client's outcome settles it: ``accepted`` acks, ``rejected`` rejects (the address's
 dead-letter settings), ``released`` and ``modified`` give it back (``Delivery.release``: with its
 delivery count, so ``max-delivery-attempts`` applies). A link whose sender settles on its side
-(at-most-once) is acked as it is sent. When the link closes, what the client had not settled
+(at-most-once) is acked as it is sent. A client whose link asks for receiver-settle-mode
+``second`` gets its transfers settled only once their outcome is durable: its consumer is on an
+engine session with ``block_on_acknowledge``. When the link closes, what the client had not settled
 goes back to the queue, as a closed consumer's deliveries do.
 """
 
@@ -176,27 +178,35 @@ class Outbound:
         link.advance()
         if self.presettled:
             transfer.settle()
-            self._settle_later(delivery, Transfer.ACCEPTED, False)
+            self._settle_later(delivery, Transfer.ACCEPTED)
         else:
             self.unsettled[tag] = delivery
         self.wire.pump()
 
     def on_outcome(self, transfer: Transfer) -> None:
-        """The client settled or gave an outcome for one of our transfers."""
+        """The client settled or gave an outcome for one of our transfers. A client that
+        settles first (AMQP's receiver-settle-mode ``first``, the default) is settled at once
+        and its outcome applied after; one that waits for us (mode ``second``: a session
+        with ``block_on_acknowledge``) is settled once the outcome is durable."""
         state = transfer.remote_state
         if not state and not transfer.settled:
             return
         delivery = self.unsettled.pop(tag_of(transfer), None)
-        transfer.settle()
+        waits = not transfer.settled
+        if not waits:
+            transfer.settle()
         if delivery is not None:
-            self._settle_later(delivery, state, bool(getattr(transfer.remote, "failed", False)))
+            self._settle_later(delivery, state, transfer if waits else None)
+        elif waits:
+            transfer.settle()
 
-    def _settle_later(self, delivery: Delivery, state: int, failed: bool) -> None:
-        task = asyncio.ensure_future(self._settle(delivery, state, failed))
+    def _settle_later(self, delivery: Delivery, state: int,
+                      then: Optional[Transfer] = None) -> None:
+        task = asyncio.ensure_future(self._settle(delivery, state, then))
         self.settling.add(task)
         task.add_done_callback(self.settling.discard)
 
-    async def _settle(self, delivery: Delivery, state: int, failed: bool) -> None:
+    async def _settle(self, delivery: Delivery, state: int, then: Optional[Transfer]) -> None:
         try:
             if state == Transfer.ACCEPTED:
                 await self.consumer.ack(delivery)
@@ -206,6 +216,9 @@ class Outbound:
                 await self.consumer.release(delivery)
         except MqStoreError as exc:  # settled already (the consumer closed meanwhile)
             log.debug("settling a served delivery: %s", exc)
+        if then is not None and not self.wire.closed:
+            then.settle()  # the client's wait ends: its outcome is durable
+            self.wire.pump()
 
     async def close(self) -> None:
         """Stop handing out, let the outcomes already received take effect, then close the

@@ -20,7 +20,7 @@ import json
 import logging
 import os
 import threading
-from typing import Any, Dict, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from proton import Event, Link, Session as AmqpSession, Terminus
 
@@ -68,6 +68,8 @@ class ServedConnection:
         self.server = server
         self.engine: Any = None  # the engine Connection, made when the peer opens
         self.sessions: Dict[AmqpSession, AsyncSession] = {}
+        # engine sessions with block_on_acknowledge, for the receiver links that ask for it
+        self.blocking: Dict[AmqpSession, List[Any]] = {}
         self.inbound: Dict[Link, Inbound] = {}
         self.outbound: Dict[Link, Outbound] = {}
         self.closing: Set["asyncio.Task[None]"] = set()
@@ -154,6 +156,11 @@ class ServedConnection:
         """
         plan = source_plan(link.remote_source, str(link.name))
         s = session.session
+        if link.remote_rcv_settle_mode == Link.RCV_SECOND:  # the client waits for durable
+            # outcomes: a session of its own whose acks wait for their fsync
+            s = self.engine.session(block_on_acknowledge=True)
+            self.blocking.setdefault(link.session, []).append(s)
+            link.rcv_settle_mode = Link.RCV_SECOND
         if plan.queue is not None:
             try:
                 return AsyncConsumer(s.create_consumer(plan.queue, CONSUMER_WINDOW,
@@ -183,6 +190,8 @@ class ServedConnection:
         session = self.sessions.pop(ssn, None)
         if session is not None:
             session.close()
+        for extra in self.blocking.pop(ssn, []):
+            extra.close()
         if ssn.state & AmqpSession.LOCAL_ACTIVE:
             ssn.close()
         self.wire.pump()
