@@ -121,6 +121,25 @@ def test_refusals_come_back_as_the_same_errors_and_the_server_goes_on(
         broker.address_info("nowhere")
 
 
+def test_bad_selectors_and_too_many_links_are_refused_and_the_rest_goes_on(
+        served: Tuple[Broker, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from mqstore import FilterSyntaxError, ResourceLimitError
+    from mqstore.tools.serve import server as server_module
+    monkeypatch.setattr(server_module, "MAX_LINKS", 3)
+    broker, url = served
+    with connect(url) as remote, remote.session() as s:
+        with pytest.raises(FilterSyntaxError):
+            s.create_consumer("orders", selector="color = ")
+        s.send("orders", Message(b"x"))  # a sender link: 1
+        c = s.create_consumer("orders")  # 2
+        s.create_consumer("orders")  # 3
+        with pytest.raises(ResourceLimitError, match="links"):
+            s.create_consumer("orders")
+        d = c.receive(PATIENCE)
+        assert d is not None and d.message.body == b"x"
+        d.ack()
+
+
 CLIENT = """
 import sys
 from mqstore import connect
