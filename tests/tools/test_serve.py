@@ -12,7 +12,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Any, Iterator, Tuple
 
 import pytest
 from proton import Message as AmqpMessage
@@ -215,6 +215,30 @@ def test_a_plain_proton_client_as_artemis_clients_use_it(served: Tuple[Broker, s
     finally:
         conn.close()
     wait_for(lambda: broker.queue_info("orders").message_count == 0, "the accept taken")
+
+
+def test_a_transaction_is_refused_as_not_implemented(served: Tuple[Broker, str]) -> None:
+    """A client that attaches to the AMQP transaction coordinator (to declare a transaction)
+    is told it is not implemented; its connection goes on."""
+    from proton import Terminus
+    from proton.reactor import LinkOption
+    from proton.utils import LinkDetached
+
+    class Coordinator(LinkOption):  # type: ignore[misc]
+        def apply(self, link: Any) -> None:
+            link.target.type = Terminus.COORDINATOR
+
+    broker, url = served
+    conn = BlockingConnection(url.replace("amqp://", ""), timeout=PATIENCE)
+    try:
+        with pytest.raises(LinkDetached) as refused:
+            conn.create_sender(None, options=Coordinator())
+        assert refused.value.condition == "amqp:not-implemented"
+        assert "not available" in str(refused.value)
+        conn.create_sender("orders").send(AmqpMessage(body=b"after"))
+    finally:
+        conn.close()
+    assert broker.queue_info("orders").message_count == 1
 
 
 def test_an_idle_connection_is_kept_alive_by_the_servers_empty_frames(

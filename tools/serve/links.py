@@ -59,6 +59,9 @@ class Inbound:
 
     def on_transfer(self, transfer: Transfer) -> None:
         """A transfer arrived (complete or not)."""
+        if transfer.aborted:  # the client gave up on it midway: nothing to store
+            transfer.settle()
+            return
         if transfer.partial or not transfer.readable:
             return  # more frames to come
         link = self.link

@@ -47,6 +47,11 @@ class ServeError(MqStoreError):
     """The server could not start: the address is in use or cannot be listened on."""
 
 
+class NotAvailableError(MqStoreError):
+    """A client asked for something a served store does not do yet (refused with
+    ``amqp:not-implemented``)."""
+
+
 def parse_listen(text: str) -> Tuple[str, int]:
     """``host:port`` (``[::1]:port`` for IPv6; port 0: any free one) as (host, port).
 
@@ -130,6 +135,9 @@ class ServedConnection:
             if len(self.inbound) + len(self.outbound) >= MAX_LINKS:
                 raise ResourceLimitError(f"this connection has {MAX_LINKS} links open, the "
                                          f"most one connection may have")
+            if link.is_receiver and link.remote_target.type == Terminus.COORDINATOR:
+                raise NotAvailableError("transactions (the AMQP transaction coordinator) are "
+                                        "not available on a served store yet")
             if link.is_receiver:  # the client sends
                 address = link.remote_target.address
                 destination = target_destination(address, capabilities(link.remote_target))
@@ -144,7 +152,8 @@ class ServedConnection:
             link.open()
         except MqStoreError as exc:  # refused: a null terminus, then the close with why
             (link.target if link.is_receiver else link.source).type = Terminus.UNSPECIFIED
-            link.condition = condition_of(exc)
+            link.condition = condition_of(
+                exc, "amqp:not-implemented" if isinstance(exc, NotAvailableError) else None)
             link.open()
             link.close()
 
