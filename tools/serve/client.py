@@ -28,7 +28,6 @@ import asyncio
 import collections
 import itertools
 import threading
-import time
 import uuid
 from typing import Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, TypeVar
 from urllib.parse import urlparse
@@ -68,6 +67,10 @@ class _Loop:
         async def run() -> T:
             return fn()
         return asyncio.run_coroutine_threadsafe(run(), self.loop).result(timeout)
+
+    def run(self, coro: Any) -> Any:
+        """Run coroutine ``coro`` in the loop and wait for its result, in one hand-off."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
     def wait(self, fut: "asyncio.Future[T]", timeout: Optional[float]) -> T:
         """Wait from another thread for a future of the loop (``TimeoutError`` after
@@ -355,41 +358,42 @@ class RemoteConsumer:
         what has arrived with it."""
         if self.closed:
             raise IllegalStateError("the consumer is closed")
-        deadline = None if timeout is None else time.monotonic() + timeout
         wanted = max_messages + self.prefetch
-        first = True
-        while True:
-            def step() -> Tuple[List[RemoteDelivery], Optional["asyncio.Future[None]"]]:
+
+        async def take() -> List[RemoteDelivery]:  # in the loop, start to end
+            loop = asyncio.get_running_loop()
+            deadline = None if timeout is None else loop.time() + timeout
+            first = True
+            while True:
                 if self._buffer:
                     n = min(max_messages, len(self._buffer))
-                    return [self._buffer.popleft() for _ in range(n)], None
+                    return [self._buffer.popleft() for _ in range(n)]
                 if self._error is not None:
                     raise self._error
-                return [], self._grant(wanted - self.link.credit if first else 0,
-                                       drain=timeout == 0)
-            got, fut = self._loop.call(step)
-            if got or fut is None:
-                return got
-            first = False
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            if timeout == 0:
-                left = CONNECT_TIMEOUT  # the drain's answer
-            try:
-                self._loop.wait(fut, left)
-            except (TimeoutError, asyncio.TimeoutError):
-                return []
-            if timeout == 0:
-                return self._loop.call(
-                    lambda: [self._buffer.popleft()] if self._buffer else [])
+                fut = self._grant(wanted - self.link.credit if first else 0,
+                                  drain=timeout == 0)
+                first = False
+                if timeout == 0:
+                    left: Optional[float] = CONNECT_TIMEOUT  # the drain's answer
+                else:
+                    left = None if deadline is None else max(0.0, deadline - loop.time())
+                try:
+                    await asyncio.wait_for(fut, left)
+                except asyncio.TimeoutError:
+                    return []
+                if timeout == 0:
+                    return [self._buffer.popleft()] if self._buffer else []
+        result: List[RemoteDelivery] = self._loop.run(take())
+        return result
 
     def _settle(self, delivery: RemoteDelivery, state: int, name: str) -> None:
-        def step() -> Optional["asyncio.Future[None]"]:
+        async def settle() -> None:
             if delivery.state != "delivered":
                 raise IllegalStateError(f"the delivery is {delivery.state} already")
-            return self._settle_here(delivery, state, name)
-        confirm = self._loop.call(step)
-        if confirm is not None:
-            self._loop.wait(confirm, None)
+            confirm = self._settle_here(delivery, state, name)
+            if confirm is not None:
+                await confirm
+        self._loop.run(settle())
 
     def _settle_here(self, delivery: RemoteDelivery, state: int, name: str
                      ) -> Optional["asyncio.Future[None]"]:
@@ -497,16 +501,16 @@ class RemoteSession:
             raise InvalidArgumentError("destination", f"{destination!r}: an address name")
         payloads = [for_send(m.checked()).encode() for m in messages]
         sender = self._sender(destination)
-        futures = self._loop.call(lambda: [sender.send(p) for p in payloads])
 
-        async def all_settled() -> None:  # the first refusal's error, once all are settled
-            results = await asyncio.gather(*futures, return_exceptions=True)
+        async def send_all() -> None:  # the first refusal's error, once all are settled
+            futures = [sender.send(p) for p in payloads]
+            results = await asyncio.wait_for(
+                asyncio.gather(*futures, return_exceptions=True), timeout)
             for r in results:
                 if isinstance(r, BaseException):
                     raise r
         try:
-            self._loop.wait(self._loop.call(lambda: asyncio.ensure_future(all_settled())),
-                            timeout)
+            self._loop.run(send_all())
         except (asyncio.TimeoutError, TimeoutError):
             raise TimeoutError(f"the served store did not answer within {timeout} s") \
                 from None
@@ -585,16 +589,15 @@ class RemoteSession:
         """
         ds = list(deliveries)
 
-        def step() -> List["asyncio.Future[None]"]:
+        async def ack_all() -> None:
             for d in ds:
                 if d.state != "delivered":
                     raise IllegalStateError(f"a delivery is {d.state} already")
             confirms = [d._consumer._settle_here(d, Transfer.ACCEPTED, "acked") for d in ds]
-            return [c for c in confirms if c is not None]
-        confirms = self._loop.call(step)
-        if confirms:
-            self._loop.wait(self._loop.call(lambda: asyncio.ensure_future(
-                asyncio.gather(*confirms))), None)
+            waiting = [c for c in confirms if c is not None]
+            if waiting:
+                await asyncio.gather(*waiting)
+        self._loop.run(ack_all())
 
     def close(self) -> None:
         """Close the session: its consumers' unsettled messages go back. Safe to call

@@ -166,6 +166,16 @@ class Outbound:
                     await self.consumer.release(delivery)
                     return
                 self._transfer(delivery)
+                # what else is there at once goes out with it: one write to the socket
+                while link.credit > 0 and not self.settling and not link.drain_mode:
+                    more = await self.consumer.receive(0)
+                    if more is None:
+                        break
+                    if not link.state & Link.LOCAL_ACTIVE:
+                        await self.consumer.release(more)
+                        break
+                    self._transfer(more)
+                self.wire.pump()
         except asyncio.CancelledError:
             raise
         except MqStoreError as exc:  # the broker failed or closed: the link ends with it
@@ -184,7 +194,6 @@ class Outbound:
             self._settle_later(delivery, Transfer.ACCEPTED)
         else:
             self.unsettled[tag] = delivery
-        self.wire.pump()
 
     def on_outcome(self, transfer: Transfer) -> None:
         """The client settled or gave an outcome for one of our transfers. A client that
