@@ -103,7 +103,9 @@ class ProtonWire(asyncio.Protocol):
             collector.pop()
         self._write()
         if self._timer is None and not self._ticked and not self._done and \
-                self._socket is not None:
+                self._socket is not None and (self.transport.idle_timeout or
+                                              self.transport.remote_idle_timeout):
+            # (no timer at all while neither peer asked for an idle timeout)
             self._timer = asyncio.get_running_loop().call_soon(self._tick)
         self._ticked = False
 
