@@ -151,7 +151,8 @@ def bench_serve(directory: Optional[str], messages: int) -> None:
     for col in ("shape", "system", "messages", "msg/s", "CPU µs/msg"):
         t.add_column(col, justify="left" if col in ("shape", "system") else "right")
     for f in result.figures:
-        t.add_row(f.shape, f.system, f"{f.messages:,}", f"{f.rate:,.0f}", f"{f.cpu_us:,.1f}")
+        t.add_row(f.workload, f.system, f"{f.messages:,}", f"{f.rate:,.0f}",
+                  f"{f.cpu_us:,.1f}")
     console.print(t)
     console.print(f"one = one client: send (settled once durable / confirmed), receive, ack, one "
                   f"at a time; window = {PRODUCERS} producer and {CONSUMERS} consumer processes, "

@@ -13,7 +13,7 @@ from mqstore.tools.cli import main
 
 def test_a_small_run_moves_every_message_of_both_shapes(tmp_path) -> None:
     result = bench_serve.run(str(tmp_path), 400, lambda m: None)
-    got = {(f.shape, f.system): f for f in result.figures}
+    got = {(f.workload, f.system): f for f in result.figures}
     assert got[("one", bench_serve.MQSTORE)].messages == 50
     assert got[("window", bench_serve.MQSTORE)].messages == 400
     has_rabbit = missing_reason() is None

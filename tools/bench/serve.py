@@ -12,7 +12,8 @@ Shapes (durable queue, persistent 1 KiB messages):
   messages, from the first send to the last ack.
 
 Both servers are children of the bench (``mqstore serve`` started as a process, RabbitMQ as in
-``bench e2e``), so the CPU figure is the whole system's per message: servers and clients.
+``bench e2e``), so the CPU figure is the whole system's per message: servers and clients. The
+figures are ``bench e2e``'s ``E2EFigure``, its workload the shape.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, Callable, List, Optional, Tuple
 
 from mqstore.engine import Broker, Message, QueueConfig, RoutingType
 
+from .e2e import E2EFigure
 from .proctree import Timed
 
 BODY = os.urandom(1024)
@@ -35,26 +37,6 @@ QUEUE = "bench"
 WINDOW = 100
 PRODUCERS = CONSUMERS = 4
 IDLE_S = 0.5  # a consumer with nothing to take looks again whether all are acked after this
-
-
-@dataclass(frozen=True)
-class ServeFigure:
-    """One system in one shape: messages acked, wall seconds, CPU seconds of the process tree
-    (``proctree.Timed``: servers and clients)."""
-
-    shape: str  # one, window
-    system: str
-    messages: int
-    seconds: float
-    cpu_s: float
-
-    @property
-    def rate(self) -> float:
-        return self.messages / self.seconds if self.seconds else 0.0
-
-    @property
-    def cpu_us(self) -> float:
-        return self.cpu_s / self.messages * 1e6 if self.messages else 0.0
 
 
 class ServedStore:
@@ -240,11 +222,11 @@ def _processes(producer: Callable[..., None], producer_args: Tuple[Any, ...],
 class ServeResult:
     """Every figure of one run, and the peers not measured (each "name (what to install)")."""
 
-    figures: List[ServeFigure]
+    figures: List[E2EFigure]
     missing: List[str]
 
-    def get(self, shape: str, system: str) -> Optional[ServeFigure]:
-        return next((f for f in self.figures if f.shape == shape and f.system == system),
+    def get(self, shape: str, system: str) -> Optional[E2EFigure]:
+        return next((f for f in self.figures if f.workload == shape and f.system == system),
                     None)
 
 
@@ -259,18 +241,18 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
     from .rabbitmq import RabbitServer, missing_reason, rabbit_one
     root = tempfile.mkdtemp(prefix="mqstore-serve-", dir=directory)
     one = max(50, messages // 10)
-    figures: List[ServeFigure] = []
+    figures: List[E2EFigure] = []
     missing: List[str] = []
     try:
         progress("mqstore serve, one at a time...")
         with ServedStore(os.path.join(root, "one")) as served, Timed() as t:
             done = mqstore_one(served.url, one)
-        figures.append(ServeFigure("one", MQSTORE, done, t.wall, t.cpu))
+        figures.append(E2EFigure("one", MQSTORE, done, t.wall, t.cpu))
         progress(f"mqstore serve, {PRODUCERS} producers + {CONSUMERS} consumers...")
         with ServedStore(os.path.join(root, "window")) as served:
             done, t = _processes(_mqstore_producer, (served.url,), _mqstore_consumer,
                                  (served.url,), messages)
-        figures.append(ServeFigure("window", MQSTORE, done, t.wall, t.cpu))
+        figures.append(E2EFigure("window", MQSTORE, done, t.wall, t.cpu))
         why = missing_reason()
         if why is not None:
             missing.append(f"RabbitMQ ({why}: apt-get install rabbitmq-server; "
@@ -279,10 +261,10 @@ def run(directory: Optional[str], messages: int, progress: Callable[[str], None]
             progress("RabbitMQ...")
             with RabbitServer(os.path.join(root, "rabbitmq")) as port:
                 n1, t1 = rabbit_one(port, one, BODY)
-                figures.append(ServeFigure("one", RABBIT, n1, t1.wall, t1.cpu))
+                figures.append(E2EFigure("one", RABBIT, n1, t1.wall, t1.cpu))
                 done, t = _processes(_rabbit_producer, (port,), _rabbit_consumer, (port,),
                                      messages)
-                figures.append(ServeFigure("window", RABBIT, done, t.wall, t.cpu))
+                figures.append(E2EFigure("window", RABBIT, done, t.wall, t.cpu))
         return ServeResult(figures, missing)
     finally:
         shutil.rmtree(root, ignore_errors=True)
