@@ -182,32 +182,42 @@ class ServedConnection:
             plan.address, plan.subscription, durable=plan.durable, shared=plan.shared,
             selector=plan.selector, window=CONSUMER_WINDOW))
 
-    async def _detach(self, link: Link) -> None:
+    async def _detach(self, link: Link, quiet: bool = False) -> None:
+        """The client detached ``link`` (or it goes with its session or connection): what it
+        had not settled goes back, the sends under way finish, then our detach answers
+        (``quiet``: no frame, the session's end or the connection's close covers it)."""
         out = self.outbound.pop(link, None)
         if out is not None:
             await out.close()
         inbound = self.inbound.pop(link, None)
         if inbound is not None:
             await inbound.drain()
-        if link.state & Link.LOCAL_ACTIVE:
+        if not quiet and link.state & Link.LOCAL_ACTIVE:
             link.close()
-        self.wire.pump()
+            self.wire.pump()
 
-    async def _end(self, ssn: AmqpSession) -> None:
+    async def _end(self, ssn: AmqpSession, quiet: bool = False) -> None:
+        """The client ended ``ssn`` (or it goes with the connection): its links go (without
+        frames of their own: the end covers them), then its engine sessions, then our end
+        answers (``quiet``: none, the connection's close covers it)."""
         for link in [lk for lk in (*self.outbound, *self.inbound) if lk.session == ssn]:
-            await self._detach(link)
+            await self._detach(link, quiet=True)
         session = self.sessions.pop(ssn, None)
         if session is not None:
             session.close()
         for extra in self.blocking.pop(ssn, []):
             extra.close()
-        if ssn.state & AmqpSession.LOCAL_ACTIVE:
+        if not quiet and ssn.state & AmqpSession.LOCAL_ACTIVE:
             ssn.close()
-        self.wire.pump()
+            self.wire.pump()
 
     async def _close(self, answer: bool) -> None:
+        """The connection goes (closed by the client when ``answer``, which our close then
+        answers; else dropped or being shut down): every session and link goes with it, with
+        no frames of their own (a peer that sent its close may have gone already, and a frame
+        after its close would meet a closed socket)."""
         for ssn in list(self.sessions):
-            await self._end(ssn)
+            await self._end(ssn, quiet=True)
         if self.engine is not None:
             self.engine.close()
             self.engine = None
