@@ -133,43 +133,6 @@ def bench_e2e(directory: Optional[str], messages: int) -> None:
     console.print(rt)
 
 
-@bench.command("serve")
-@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
-              help="Where the store and RabbitMQ's data go (default: the system temp "
-                   "directory); put it on the disk you mean to measure, not tmpfs.")
-@click.option("--messages", default=20_000, show_default=True,
-              help="Messages in the windowed shape (a tenth one at a time).")
-def bench_serve(directory: Optional[str], messages: int) -> None:
-    """A served store (mqstore serve, AMQP 1.0) beside RabbitMQ (a private server, when
-    installed), both over 127.0.0.1: one at a time, and 4 producer + 4 consumer processes with a
-    window of 100, in one run, as ratios."""
-    from .bench.serve import CONSUMERS, PRODUCERS, WINDOW, ratios, run
-
-    with console.status("starting...") as status:
-        result = run(directory, messages, lambda m: status.update(m))
-    t = Table(title="served over AMQP, durable 1 KiB messages (one run, same disk)")
-    for col in ("shape", "system", "messages", "msg/s", "CPU µs/msg"):
-        t.add_column(col, justify="left" if col in ("shape", "system") else "right")
-    for f in result.figures:
-        t.add_row(f.workload, f.system, f"{f.messages:,}", f"{f.rate:,.0f}",
-                  f"{f.cpu_us:,.1f}")
-    console.print(t)
-    console.print(f"one = one client: send (settled once durable / confirmed), receive, ack, one "
-                  f"at a time; window = {PRODUCERS} producer and {CONSUMERS} consumer processes, "
-                  f"{WINDOW} messages in flight or of credit each (acked/s, first send to last "
-                  f"ack). CPU: the bench's process tree (servers and clients).")
-    if result.missing:
-        console.print(f"not installed, not measured: {'; '.join(result.missing)}",
-                      markup=False)
-    rt = Table(title="targets (issue 39)")
-    for col in ("ratio", "value", "target", ""):
-        rt.add_column(col)
-    for name, value, bound in ratios(result):
-        verdict = "not measured" if value is None else ("ok" if value >= bound else "BELOW")
-        rt.add_row(name, "" if value is None else f"{value:.2f}", f">= {bound:g}", verdict)
-    console.print(rt)
-
-
 @bench.command("memory")
 @click.option("--sizes", default="10000,100000,1000000", show_default=True,
               help="Backlog sizes (messages), comma-separated; 10000000 for the 10M figures.")
@@ -514,7 +477,7 @@ from .servecmd import register_serve  # noqa: E402  (serving a store over AMQP 1
 register(main)
 register_admin(main)
 register_config(main)
-register_serve(main)
+register_serve(main, bench)
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -7,7 +7,8 @@ an embedded one. Rooms: ``wire`` (proton's protocol engine on an asyncio socket,
 sides), ``terminus`` (what a link's source or target names, as Artemis reads it), ``convert``
 (AMQP messages to and from ``Message``), ``conditions`` (mqstore errors as AMQP error conditions
 and back), ``links`` (a client's sender and receiver links over the engine's asyncio API),
-``server`` and ``client``. Imports the engine's and the journal's public APIs only.
+``server``, ``client`` and its links ``clientlinks``. Imports the engine's and the journal's
+public APIs only.
 """
 
 from .client import ConnectionLostError, RemoteBroker, connect

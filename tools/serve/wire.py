@@ -175,9 +175,3 @@ def tag_of(transfer: Any) -> str:
     """A transfer's delivery tag as str (proton gives str or bytes)."""
     tag = transfer.tag
     return tag.decode("latin-1") if isinstance(tag, (bytes, bytearray)) else str(tag)
-
-
-def is_local_open(endpoint: Any) -> bool:
-    """Whether a proton endpoint (connection, session, link) is open on our side."""
-    return bool(endpoint.state & endpoint.LOCAL_ACTIVE)
-
